@@ -1,0 +1,257 @@
+// Package dataset is the spatial data bundled with tileapi: GeoNames populated
+// places (points) and Natural Earth countries and US Census counties
+// (polygons, called fences), embedded gzipped and parsed into typed values.
+//
+// Identifiers are the ones the API exposes: a place by its GeoNames
+// geonameid, a county by its 5-digit FIPS code read as an integer, and a
+// country by an id of our own (see Fence). All coordinates are lon/lat in
+// EPSG:4326.
+package dataset
+
+import (
+	"compress/gzip"
+	"embed"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/paulmach/orb"
+	"github.com/paulmach/orb/geojson"
+)
+
+// Attribution credits the bundled data; it goes wherever the data is shown.
+const Attribution = `Places: <a href="https://www.geonames.org/">GeoNames</a> (CC BY 4.0); ` +
+	`countries: <a href="https://www.naturalearthdata.com/">Natural Earth</a>; ` +
+	`counties: <a href="https://www.census.gov/">US Census Bureau</a>`
+
+// The bundled files, as copied from the shared data folder.
+const (
+	placesFile    = "data/cities1000.csv.gz"
+	countriesFile = "data/countries-50m.geojson.gz"
+	countiesFile  = "data/us-counties-10m.geojson.gz"
+)
+
+//go:embed data/*.gz
+var files embed.FS
+
+// Place is a populated place.
+type Place struct {
+	ID          int64  // GeoNames geonameid
+	Name        string // name as in GeoNames
+	Country     string // ISO 3166-1 alpha-2 code
+	AdminCode   string // first-level administrative division code
+	FeatureCode string // GeoNames feature code: PPL, PPLA, PPLC, ...
+	Population  int64
+	Point       orb.Point // lon, lat
+}
+
+// Properties returns the place's attributes as GeoJSON (and MVT) properties.
+func (p Place) Properties() geojson.Properties {
+	return geojson.Properties{
+		"name":         p.Name,
+		"country":      p.Country,
+		"admin_code":   p.AdminCode,
+		"feature_code": p.FeatureCode,
+		"population":   p.Population,
+	}
+}
+
+// Kind is the kind of a fence.
+type Kind string
+
+// The kinds of fences in the bundled dataset.
+const (
+	Country Kind = "country"
+	County  Kind = "county"
+)
+
+// Fence is a polygon area: a country or a county.
+//
+// A county's ID is its FIPS code read as an integer (06037 is 6037). A
+// country's ID is its 1-based rank in the byte order of the (unique) country
+// names, because the dataset's ISO 3166-1 numeric codes are missing for five
+// countries and repeated once; the ISO code is kept in Code.
+type Fence struct {
+	ID       int64
+	Kind     Kind
+	Name     string
+	Code     string           // ISO 3166-1 numeric for a country ("" when the dataset has none), 5-digit FIPS for a county
+	Geometry orb.MultiPolygon // nil where a query did not ask for it
+}
+
+// Properties returns the fence's attributes as GeoJSON (and MVT) properties;
+// code is left out where it is empty.
+func (f Fence) Properties() geojson.Properties {
+	p := geojson.Properties{"name": f.Name, "kind": string(f.Kind)}
+	if f.Code != "" {
+		p["code"] = f.Code
+	}
+	return p
+}
+
+// Dataset is the whole bundled dataset.
+type Dataset struct {
+	Places []Place // in file order
+	Fences []Fence // countries by ID, then counties by ID
+}
+
+// Load parses the bundled dataset. It takes about a second.
+func Load() (*Dataset, error) {
+	var (
+		d                   Dataset
+		countries, counties []Fence
+		errs                [3]error
+		wg                  sync.WaitGroup
+	)
+	wg.Go(func() {
+		errs[0] = readGzip(placesFile, func(r io.Reader) (err error) { d.Places, err = ReadPlaces(r); return err })
+	})
+	wg.Go(func() {
+		errs[1] = readGzip(countriesFile, func(r io.Reader) (err error) { countries, err = ReadFences(r, Country); return err })
+	})
+	wg.Go(func() {
+		errs[2] = readGzip(countiesFile, func(r io.Reader) (err error) { counties, err = ReadFences(r, County); return err })
+	})
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, err
+	}
+	d.Fences = append(countries, counties...)
+	return &d, nil
+}
+
+func readGzip(name string, parse func(io.Reader) error) error {
+	f, err := files.Open(name)
+	if err != nil {
+		return fmt.Errorf("dataset: %w", err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("dataset: %s: %w", name, err)
+	}
+	if err := parse(zr); err != nil {
+		return fmt.Errorf("dataset: %s: %w", name, err)
+	}
+	return nil
+}
+
+// placesHeader is the header ReadPlaces expects.
+var placesHeader = []string{"geonameid", "name", "country", "admin_code", "feature_code", "population", "lon", "lat"}
+
+// ReadPlaces parses places from CSV with the header
+// geonameid,name,country,admin_code,feature_code,population,lon,lat.
+func ReadPlaces(r io.Reader) ([]Place, error) {
+	cr := csv.NewReader(r)
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if err != nil {
+		return nil, fmt.Errorf("read header: %w", err)
+	}
+	if !slices.Equal(header, placesHeader) {
+		return nil, fmt.Errorf("header is %q, want %q", header, placesHeader)
+	}
+	var places []Place
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return places, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		p, err := parsePlace(rec)
+		if err != nil {
+			line, _ := cr.FieldPos(0)
+			return nil, fmt.Errorf("line %d: %w", line, err)
+		}
+		places = append(places, p)
+	}
+}
+
+func parsePlace(rec []string) (Place, error) {
+	p := Place{Name: rec[1], Country: rec[2], AdminCode: rec[3], FeatureCode: rec[4]}
+	var err error
+	if p.ID, err = strconv.ParseInt(rec[0], 10, 64); err != nil {
+		return p, fmt.Errorf("geonameid: %w", err)
+	}
+	if p.Population, err = strconv.ParseInt(rec[5], 10, 64); err != nil {
+		return p, fmt.Errorf("population: %w", err)
+	}
+	if p.Point[0], err = strconv.ParseFloat(rec[6], 64); err != nil {
+		return p, fmt.Errorf("lon: %w", err)
+	}
+	if p.Point[1], err = strconv.ParseFloat(rec[7], 64); err != nil {
+		return p, fmt.Errorf("lat: %w", err)
+	}
+	return p, nil
+}
+
+// ReadFences parses a GeoJSON FeatureCollection of Polygon and MultiPolygon
+// features with a "name" property into fences of the given kind, sorted by
+// ID. For counties the feature id is the FIPS code; for countries it is the
+// ISO code, kept in Code, and the ID is given by name (see Fence).
+func ReadFences(r io.Reader, kind Kind) ([]Fence, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	fc, err := geojson.UnmarshalFeatureCollection(data)
+	if err != nil {
+		return nil, err
+	}
+	fences := make([]Fence, 0, len(fc.Features))
+	for i, f := range fc.Features {
+		fence, err := parseFence(f, kind)
+		if err != nil {
+			return nil, fmt.Errorf("feature %d: %w", i, err)
+		}
+		fences = append(fences, fence)
+	}
+	if kind == Country {
+		slices.SortFunc(fences, func(a, b Fence) int { return strings.Compare(a.Name, b.Name) })
+		for i := range fences {
+			if i > 0 && fences[i].Name == fences[i-1].Name {
+				return nil, fmt.Errorf("country name %q appears twice", fences[i].Name)
+			}
+			fences[i].ID = int64(i + 1)
+		}
+	}
+	slices.SortFunc(fences, func(a, b Fence) int { return int(a.ID - b.ID) })
+	for i := 1; i < len(fences); i++ {
+		if fences[i].ID == fences[i-1].ID {
+			return nil, fmt.Errorf("%s id %d appears twice", kind, fences[i].ID)
+		}
+	}
+	return fences, nil
+}
+
+func parseFence(f *geojson.Feature, kind Kind) (Fence, error) {
+	fence := Fence{Kind: kind, Name: f.Properties.MustString("name", "")}
+	if fence.Name == "" {
+		return fence, errors.New("no name")
+	}
+	switch g := f.Geometry.(type) {
+	case orb.Polygon:
+		fence.Geometry = orb.MultiPolygon{g}
+	case orb.MultiPolygon:
+		fence.Geometry = g
+	default:
+		return fence, fmt.Errorf("%s: geometry is %T, want a polygon", fence.Name, f.Geometry)
+	}
+	code, _ := f.ID.(string)
+	fence.Code = code
+	if kind == County {
+		id, err := strconv.ParseInt(code, 10, 64)
+		if err != nil || len(code) != 5 {
+			return fence, fmt.Errorf("%s: FIPS code %q is not 5 digits", fence.Name, code)
+		}
+		fence.ID = id
+	}
+	return fence, nil
+}

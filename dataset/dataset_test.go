@@ -1,0 +1,73 @@
+package dataset_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tileapi/tileapi/dataset"
+)
+
+func TestLoad(t *testing.T) {
+	d, err := dataset.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(d.Places), 135233; got != want {
+		t.Errorf("places: %d, want %d", got, want)
+	}
+	count := map[dataset.Kind]int{}
+	byName := map[string]dataset.Fence{}
+	for _, f := range d.Fences {
+		count[f.Kind]++
+		if f.Kind == dataset.Country {
+			byName[f.Name] = f
+		}
+	}
+	if count[dataset.Country] != 241 || count[dataset.County] != 3231 {
+		t.Errorf("fences: %v, want 241 countries and 3231 counties", count)
+	}
+	for _, tc := range []struct {
+		name, code string
+	}{
+		{"Australia", "036"},
+		{"Ashmore and Cartier Is.", "036"},
+		{"Kosovo", ""},
+		{"United States of America", "840"},
+	} {
+		f, ok := byName[tc.name]
+		if !ok || f.Code != tc.code {
+			t.Errorf("country %q: %+v, want code %q", tc.name, f.Code, tc.code)
+		}
+	}
+	if byName["Afghanistan"].ID != 1 {
+		t.Errorf("Afghanistan has id %d, want 1", byName["Afghanistan"].ID)
+	}
+}
+
+func TestReadPlaces(t *testing.T) {
+	for _, tc := range []struct {
+		name, csv, err string
+		want           dataset.Place
+	}{
+		{
+			name: "quoted name",
+			csv:  "geonameid,name,country,admin_code,feature_code,population,lon,lat\n6292397,\"Rüti / Dorfzentrum, Südl. Teil\",CH,ZH,PPLX,3618,8.85654,47.25368\n",
+			want: dataset.Place{ID: 6292397, Name: "Rüti / Dorfzentrum, Südl. Teil", Country: "CH", AdminCode: "ZH", FeatureCode: "PPLX", Population: 3618, Point: [2]float64{8.85654, 47.25368}},
+		},
+		{name: "bad header", csv: "id,name\n1,x\n", err: "header"},
+		{name: "bad population", csv: "geonameid,name,country,admin_code,feature_code,population,lon,lat\n1,a,FR,11,PPL,many,1,2\n", err: "line 2: population"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := dataset.ReadPlaces(strings.NewReader(tc.csv))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || len(got) != 1 || got[0] != tc.want {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,116 @@
+// Package load copies the bundled dataset into the PostGIS tables created by
+// package migrations.
+package load
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/paulmach/orb/encoding/wkb"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/tileapi/tileapi/dataset"
+)
+
+// Counts is how many rows of each kind a load wrote.
+type Counts struct {
+	Places, Countries, Counties int
+}
+
+// String reads like "135233 places, 241 countries, 3231 counties".
+func (c Counts) String() string {
+	return fmt.Sprintf("%d places, %d countries, %d counties", c.Places, c.Countries, c.Counties)
+}
+
+// The rows are copied into temporary tables, then replace the tables'
+// contents in the same transaction: readers see the old rows or the new ones,
+// and loading twice leaves the same rows as loading once.
+const (
+	createStagingSQL = `
+CREATE TEMP TABLE places_load (
+    id bigint, name text, country text, admin_code text, feature_code text,
+    population bigint, lon float8, lat float8
+) ON COMMIT DROP;
+CREATE TEMP TABLE fences_load (kind text, id bigint, name text, code text, wkb bytea) ON COMMIT DROP`
+
+	replaceSQL = `
+TRUNCATE places, fences;
+INSERT INTO places (id, name, country, admin_code, feature_code, population, geom)
+SELECT id, name, country, admin_code, feature_code, population, ST_SetSRID(ST_MakePoint(lon, lat), 4326)
+FROM places_load;
+INSERT INTO fences (kind, id, name, code, geom)
+SELECT kind, id, name, NULLIF(code, ''), ST_Multi(ST_GeomFromWKB(wkb, 4326))
+FROM fences_load;
+ANALYZE places;
+ANALYZE fences`
+)
+
+// Dataset replaces the rows of the places and fences tables with d in one
+// transaction, using COPY. When progress is not nil, a progress bar of the
+// rows copied is drawn on it; pass a terminal, not a log.
+func Dataset(ctx context.Context, pool *pgxpool.Pool, d *dataset.Dataset, progress io.Writer) (Counts, error) {
+	var c Counts
+	for _, f := range d.Fences {
+		switch f.Kind {
+		case dataset.Country:
+			c.Countries++
+		case dataset.County:
+			c.Counties++
+		}
+	}
+	c.Places = len(d.Places)
+	bar := newBar(progress, len(d.Places)+len(d.Fences))
+
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, createStagingSQL); err != nil {
+			return fmt.Errorf("create staging tables: %w", err)
+		}
+		places := pgx.CopyFromSlice(len(d.Places), func(i int) ([]any, error) {
+			p := d.Places[i]
+			bar.Add(1)
+			return []any{p.ID, p.Name, p.Country, p.AdminCode, p.FeatureCode, p.Population, p.Point[0], p.Point[1]}, nil
+		})
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"places_load"},
+			[]string{"id", "name", "country", "admin_code", "feature_code", "population", "lon", "lat"}, places); err != nil {
+			return fmt.Errorf("copy places: %w", err)
+		}
+		fences := pgx.CopyFromSlice(len(d.Fences), func(i int) ([]any, error) {
+			f := d.Fences[i]
+			b, err := wkb.Marshal(f.Geometry)
+			if err != nil {
+				return nil, fmt.Errorf("%s %d: %w", f.Kind, f.ID, err)
+			}
+			bar.Add(1)
+			return []any{string(f.Kind), f.ID, f.Name, f.Code, b}, nil
+		})
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"fences_load"},
+			[]string{"kind", "id", "name", "code", "wkb"}, fences); err != nil {
+			return fmt.Errorf("copy fences: %w", err)
+		}
+		if _, err := tx.Exec(ctx, replaceSQL); err != nil {
+			return fmt.Errorf("replace rows: %w", err)
+		}
+		return nil
+	})
+	bar.Finish()
+	if err != nil {
+		return Counts{}, fmt.Errorf("load: %w", err)
+	}
+	return c, nil
+}
+
+func newBar(w io.Writer, total int) *progressbar.ProgressBar {
+	if w == nil {
+		return progressbar.DefaultSilent(int64(total))
+	}
+	return progressbar.NewOptions(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription("copying rows"),
+		progressbar.OptionShowCount(),
+		progressbar.OptionThrottle(100_000_000),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
+	)
+}

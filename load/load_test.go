@@ -1,0 +1,68 @@
+package load_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/tileapi/tileapi/dataset"
+	"github.com/tileapi/tileapi/internal/spatialtest"
+	"github.com/tileapi/tileapi/load"
+)
+
+// TestDatasetIsIdempotent loads the bundled dataset twice and checks that
+// the second load leaves the same rows, with the ids and codes the API uses.
+func TestDatasetIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	pool := spatialtest.Migrated(t)
+	d, err := dataset.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := load.Counts{Places: 135233, Countries: 241, Counties: 3231}
+	var fingerprints [2]string
+	for i := range fingerprints {
+		var progress bytes.Buffer
+		got, err := load.Dataset(ctx, pool, d, &progress)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("load %d: %v, want %v", i, got, want)
+		}
+		if progress.Len() == 0 {
+			t.Errorf("load %d drew no progress", i)
+		}
+		if err := pool.QueryRow(ctx, fingerprintSQL).Scan(&fingerprints[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fingerprints[0] != fingerprints[1] {
+		t.Errorf("second load changed the rows: %s, then %s", fingerprints[0], fingerprints[1])
+	}
+
+	for _, tc := range []struct {
+		name, query, want string
+	}{
+		{"place by geonameid", "SELECT name FROM places WHERE id = 2988507", "Paris"},
+		{"county by FIPS", "SELECT name || ' ' || code FROM fences WHERE kind = 'county' AND id = 6037", "Los Angeles 06037"},
+		{"country without ISO code", "SELECT coalesce(code, 'none') FROM fences WHERE kind = 'country' AND name = 'Kosovo'", "none"},
+		{"valid projected geometry", "SELECT count(*)::text FROM fences WHERE ST_IsEmpty(geom_3857)", "0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got string
+			if err := pool.QueryRow(ctx, tc.query).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("%s: %q, want %q", tc.query, got, tc.want)
+			}
+		})
+	}
+}
+
+// fingerprintSQL summarises every row of both tables in one hash.
+const fingerprintSQL = `
+SELECT md5(
+  (SELECT string_agg(concat_ws('|', id, name, country, admin_code, feature_code, population, ST_AsEWKB(geom)::text), ',' ORDER BY id) FROM places) ||
+  (SELECT string_agg(concat_ws('|', kind, id, name, code, md5(ST_AsEWKB(geom)::text)), ',' ORDER BY kind, id) FROM fences))`
