@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,23 +35,31 @@ func StartRedisServer(tb testing.TB, extra ...string) *RedisServer {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		unavailable(tb, "redis-server", "PATH", err)
 	}
-	port, err := freePort()
+	s, err := newRedisServer(tb.TempDir(), extra...)
 	if err != nil {
-		tb.Fatal(err)
-	}
-	s := &RedisServer{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: tb.TempDir()}
-	s.args = append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--save", "", "--appendonly", "no", "--dir", s.dir}, extra...)
-	if err := s.Start(); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(s.Stop)
 	return s
 }
 
+func newRedisServer(dir string, extra ...string) (*RedisServer, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &RedisServer{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir}
+	s.args = append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--save", "", "--appendonly", "no", "--dir", dir}, extra...)
+	return s, s.Start()
+}
+
 // Start starts the server (again) on its address and waits until it answers.
 func (s *RedisServer) Start() error {
 	s.cmd = exec.Command("redis-server", s.args...)
+	// Should the test binary die before its cleanup runs, take the server
+	// with it.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("testenv: start redis-server: %w", err)
 	}
@@ -66,37 +76,48 @@ func (s *RedisServer) Stop() {
 	s.cmd = nil
 }
 
-// StartRedisCluster starts n cluster-enabled redis-server processes, joins
-// them into a cluster of n masters and returns their addresses.
-func StartRedisCluster(tb testing.TB, n int) ([]string, error) {
-	tb.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		return nil, err
+// startRedisCluster starts n cluster-enabled redis-server processes in dir,
+// joins them into a cluster of n masters and returns them.
+func startRedisCluster(dir string, n int) ([]*RedisServer, error) {
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return nil, err
+		}
 	}
-	if _, err := exec.LookPath("redis-cli"); err != nil {
-		return nil, err
+	nodes := make([]*RedisServer, 0, n)
+	args := []string{"--cluster", "create"}
+	for i := range n {
+		d := filepath.Join(dir, strconv.Itoa(i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nodes, err
+		}
+		s, err := newRedisServer(d, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(d, "nodes.conf"))
+		if err != nil {
+			return nodes, err
+		}
+		nodes = append(nodes, s)
+		args = append(args, s.Addr)
 	}
-	addrs := make([]string, n)
-	for i := range addrs {
-		dir := tb.TempDir()
-		s := StartRedisServer(tb, "--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(dir, "nodes.conf"))
-		addrs[i] = s.Addr
-	}
-	args := append([]string{"--cluster", "create"}, addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("testenv: redis-cli --cluster create: %w: %s", err, out)
+		return nodes, fmt.Errorf("testenv: redis-cli --cluster create: %w: %s", err, out)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		out, _ := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", strings.Split(addrs[0], ":")[1], "cluster", "info").Output()
-		if strings.Contains(string(out), "cluster_state:ok") {
-			return addrs, nil
+	// Every node must see the cluster as ok, or the first commands that land
+	// on a slow one get CLUSTERDOWN.
+	deadline := time.Now().Add(15 * time.Second)
+	for _, s := range nodes {
+		for {
+			out, _ := exec.Command("redis-cli", "-u", "redis://"+s.Addr, "cluster", "info").Output()
+			if strings.Contains(string(out), "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return nodes, errors.New("testenv: cluster did not reach cluster_state:ok")
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	return nil, errors.New("testenv: cluster did not reach cluster_state:ok")
+	return nodes, nil
 }
 
 func freePort() (int, error) {

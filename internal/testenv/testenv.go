@@ -63,18 +63,53 @@ func DatabaseURL(tb testing.TB) string {
 }
 
 // RedisClusterAddrs returns the seed addresses of a Redis Cluster with at
-// least three masters. With no TEST_REDIS_CLUSTER_ADDRS it starts one from the
-// redis-server binary, if there is one on PATH, and stops it when tb ends.
+// least three masters. With no TEST_REDIS_CLUSTER_ADDRS it starts one, once
+// per test binary, from the redis-server on PATH; Main stops it.
 func RedisClusterAddrs(tb testing.TB) []string {
 	tb.Helper()
 	if v := os.Getenv(EnvRedisClusterAddrs); v != "" {
 		return strings.Split(v, ",")
 	}
-	addrs, err := StartRedisCluster(tb, 3)
-	if err != nil {
-		unavailable(tb, "a Redis Cluster", EnvRedisClusterAddrs, err)
+	cluster.once.Do(func() {
+		dir, err := os.MkdirTemp("", "tileapi-cluster-")
+		if err != nil {
+			cluster.err = err
+			return
+		}
+		cluster.dir = dir
+		cluster.nodes, cluster.err = startRedisCluster(dir, 3)
+	})
+	if cluster.err != nil {
+		unavailable(tb, "a Redis Cluster", EnvRedisClusterAddrs, cluster.err)
+	}
+	addrs := make([]string, len(cluster.nodes))
+	for i, n := range cluster.nodes {
+		addrs[i] = n.Addr
 	}
 	return addrs
+}
+
+// cluster is the Redis Cluster this test binary started, if any.
+var cluster struct {
+	once  sync.Once
+	dir   string
+	nodes []*RedisServer
+	err   error
+}
+
+// Main runs a package's tests and then stops the servers this package
+// started for the whole binary. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+func Main(m *testing.M) int {
+	code := m.Run()
+	for _, n := range cluster.nodes {
+		n.Stop()
+	}
+	if cluster.dir != "" {
+		os.RemoveAll(cluster.dir)
+	}
+	return code
 }
 
 func unavailable(tb testing.TB, what, env string, err error) {

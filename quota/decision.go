@@ -1,0 +1,67 @@
+package quota
+
+import (
+	"math"
+	"strconv"
+	"time"
+)
+
+// limitUsage is what a store measures of one limit: the units used, the
+// admit time of the oldest charge in the window and, when the cost does not
+// fit, the time at which it will (both -1 when there is none), in
+// microseconds since the Unix epoch.
+type limitUsage struct{ used, oldest, freeAt int64 }
+
+// decide builds a Decision from a store's measurements; both stores share it
+// so they cannot differ in how they report.
+func decide(identity string, plan Plan, cost int64, allowed bool, now, seq int64, raw []limitUsage) Decision {
+	d := Decision{Allowed: allowed, Cost: cost, Limits: make([]LimitState, len(plan.Limits))}
+	var freeAt int64 = -1
+	for i, l := range plan.Limits {
+		d.Limits[i] = newLimitState(l, raw[i].used, raw[i].oldest, now)
+		if raw[i].freeAt > freeAt {
+			freeAt, d.Binding = raw[i].freeAt, i
+		}
+	}
+	if !allowed {
+		d.RetryAfter = micros(freeAt - now)
+		return d
+	}
+	d.Binding = leastRemaining(d.Limits)
+	if seq > 0 {
+		d.Receipt = Receipt{identity: identity, member: memberOf(seq, cost), at: now, cost: cost}
+	}
+	return d
+}
+
+func newLimitState(l Limit, used, oldest, now int64) LimitState {
+	s := LimitState{Limit: l, Used: used, Remaining: max(l.Max-used, 0)}
+	if oldest >= 0 {
+		s.ResetAfter = micros(oldest + l.Window.Microseconds() - now)
+	}
+	return s
+}
+
+func leastRemaining(ls []LimitState) int {
+	b := 0
+	for i, s := range ls {
+		if s.Remaining < ls[b].Remaining {
+			b = i
+		}
+	}
+	return b
+}
+
+func micros(us int64) time.Duration {
+	if us < 0 {
+		return 0
+	}
+	if us > math.MaxInt64/int64(time.Microsecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(us) * time.Microsecond
+}
+
+func memberOf(seq, cost int64) string {
+	return strconv.FormatInt(seq, 10) + ":" + strconv.FormatInt(cost, 10)
+}

@@ -1,0 +1,142 @@
+package quota
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/internal/testenv"
+)
+
+// store is the method set both stores share; the suite runs against each.
+type store interface {
+	Charge(ctx context.Context, identity string, plan Plan, cost int64) (Decision, error)
+	Peek(ctx context.Context, identity string, plan Plan) (Decision, error)
+	Refund(ctx context.Context, rc Receipt) (bool, error)
+	Settle(ctx context.Context, rc Receipt, actual int64) (Receipt, bool, error)
+	Reset(ctx context.Context, identity string) error
+}
+
+var (
+	_ store = (*Redis)(nil)
+	_ store = (*Memory)(nil)
+)
+
+// clock is a settable clock for tests, so windows slide without sleeping.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// epoch is where test clocks start: a whole second, far from any edge.
+var epoch = time.UnixMilli(1_800_000_000_000)
+
+func newClock() *clock { return &clock{t: epoch} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Set(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = epoch.Add(d)
+}
+
+// fixture is one store under test with its clock.
+type fixture struct {
+	name  string
+	store store
+	clock *clock
+}
+
+var prefixSeq atomic.Int64
+
+// testPrefix gives each test its own keys, so tests never need FLUSHDB and
+// can share a server with anything else.
+func testPrefix(tb testing.TB) string {
+	name := strings.NewReplacer("{", "(", "}", ")", " ", "_").Replace(tb.Name())
+	return fmt.Sprintf("quotatest:%d:%d:%s:", time.Now().UnixNano(), prefixSeq.Add(1), name)
+}
+
+func redisClient(tb testing.TB) *redis.Client {
+	tb.Helper()
+	opt, err := redis.ParseURL(testenv.RedisURL(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+func clusterClient(tb testing.TB) *redis.ClusterClient {
+	tb.Helper()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.RedisClusterAddrs(tb)})
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// fixtures returns a fresh memory store, Redis store and Redis Cluster
+// store, each with its own clock.
+func fixtures(t *testing.T) []fixture {
+	t.Helper()
+	mc, rc, cc := newClock(), newClock(), newClock()
+	return []fixture{
+		{"memory", NewMemory(mc.Now), mc},
+		{"redis", NewRedis(redisClient(t), WithPrefix(testPrefix(t)), WithClock(rc.Now)), rc},
+		{"cluster", NewRedis(clusterClient(t), WithPrefix(testPrefix(t)), WithClock(cc.Now)), cc},
+	}
+}
+
+// eachStore runs f as a subtest against every store.
+func eachStore(t *testing.T, f func(t *testing.T, fx fixture)) {
+	t.Helper()
+	for _, fx := range fixtures(t) {
+		t.Run(fx.name, func(t *testing.T) { f(t, fx) })
+	}
+}
+
+func mustPlan(tb testing.TB, name string, limits ...Limit) Plan {
+	tb.Helper()
+	p, err := NewPlan(name, limits...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+func charge(tb testing.TB, s store, id string, p Plan, cost int64) Decision {
+	tb.Helper()
+	d, err := s.Charge(context.Background(), id, p, cost)
+	if err != nil {
+		tb.Fatalf("Charge(%q, %d): %v", id, cost, err)
+	}
+	return d
+}
+
+func peek(tb testing.TB, s store, id string, p Plan) Decision {
+	tb.Helper()
+	d, err := s.Peek(context.Background(), id, p)
+	if err != nil {
+		tb.Fatalf("Peek(%q): %v", id, err)
+	}
+	return d
+}
+
+// used returns the used units of every limit, in plan order.
+func used(d Decision) []int64 {
+	u := make([]int64, len(d.Limits))
+	for i, l := range d.Limits {
+		u[i] = l.Used
+	}
+	return u
+}

@@ -1,0 +1,10 @@
+package quota
+
+import (
+	"os"
+	"testing"
+
+	"github.com/tileapi/tileapi/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

@@ -1,0 +1,217 @@
+// Package quota is an exact, cost-weighted sliding-window quota.
+//
+// A Plan is one or more Limits, each a window and a maximum number of cost
+// units. Charging a cost to an identity admits it only if it fits in every
+// limit of the plan over the trailing window ending now; an admitted charge is
+// recorded in all of them, a denied one in none. There is no window boundary:
+// for every limit and every trailing window of its length, the admitted costs
+// sum to at most its maximum.
+//
+// Two stores implement it: Redis, which holds one limit exactly across any
+// number of processes (one atomic Lua script a decision, on a single node or a
+// Redis Cluster), and Memory, which holds it within one process.
+package quota
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// MaxUnits bounds a limit's maximum and a charge's cost. Redis scripts count
+// in Lua numbers (float64), which hold integers exactly up to 2^53; running
+// sums stay far below that.
+const MaxUnits = 1 << 40
+
+// Limit is one sliding window of a plan.
+type Limit struct {
+	// Name identifies the limit to clients, for example "minute". It is a
+	// token: letters, digits and "-_.".
+	Name string
+	// Max is the largest total cost admitted within any trailing Window.
+	Max int64
+	// Window is the length of the sliding window, a whole number of
+	// milliseconds.
+	Window time.Duration
+}
+
+// PerSecond returns a limit named "second" of max units per second.
+func PerSecond(max int64) Limit { return Limit{Name: "second", Max: max, Window: time.Second} }
+
+// PerMinute returns a limit named "minute" of max units per minute.
+func PerMinute(max int64) Limit { return Limit{Name: "minute", Max: max, Window: time.Minute} }
+
+// PerHour returns a limit named "hour" of max units per hour.
+func PerHour(max int64) Limit { return Limit{Name: "hour", Max: max, Window: time.Hour} }
+
+// String reads like prose: "300 per 1m0s (minute)".
+func (l Limit) String() string {
+	return fmt.Sprintf("%d per %s (%s)", l.Max, l.Window, l.Name)
+}
+
+// Plan is a named set of limits that every charge must fit in.
+type Plan struct {
+	Name   string
+	Limits []Limit
+}
+
+// NewPlan returns a validated plan.
+func NewPlan(name string, limits ...Limit) (Plan, error) {
+	p := Plan{Name: name, Limits: limits}
+	return p, p.Validate()
+}
+
+// Validate reports whether the plan can be enforced: at least one limit,
+// names that are unique tokens, maxima in [1, MaxUnits] and windows of a
+// whole number of milliseconds, at least one.
+func (p Plan) Validate() error {
+	if len(p.Limits) == 0 {
+		return invalid("plan %q has no limits", p.Name)
+	}
+	seen := make(map[string]bool, len(p.Limits))
+	for _, l := range p.Limits {
+		switch {
+		case !isToken(l.Name):
+			return invalid("plan %q: limit name %q must be letters, digits, '-', '_' or '.'", p.Name, l.Name)
+		case seen[l.Name]:
+			return invalid("plan %q: limit name %q appears twice", p.Name, l.Name)
+		case l.Max < 1 || l.Max > MaxUnits:
+			return invalid("plan %q: limit %q: max %d is not in [1, %d]", p.Name, l.Name, l.Max, int64(MaxUnits))
+		case l.Window < time.Millisecond || l.Window%time.Millisecond != 0:
+			return invalid("plan %q: limit %q: window %s is not a whole number of milliseconds", p.Name, l.Name, l.Window)
+		}
+		seen[l.Name] = true
+	}
+	return nil
+}
+
+// MaxCost is the largest cost the plan can ever admit: the smallest maximum
+// of its limits. A costlier charge is refused with ErrTooCostly.
+func (p Plan) MaxCost() int64 {
+	m := p.Limits[0].Max
+	for _, l := range p.Limits[1:] {
+		m = min(m, l.Max)
+	}
+	return m
+}
+
+// checkCharge validates a charge before any I/O.
+func checkCharge(identity string, p Plan, cost int64) error {
+	if err := checkPeek(identity, p); err != nil {
+		return err
+	}
+	if cost < 1 || cost > MaxUnits {
+		return invalid("cost %d is not in [1, %d]", cost, int64(MaxUnits))
+	}
+	for _, l := range p.Limits {
+		if cost > l.Max {
+			return &TooCostlyError{Cost: cost, Limit: l}
+		}
+	}
+	return nil
+}
+
+// checkPeek validates a look at usage before any I/O.
+func checkPeek(identity string, p Plan) error {
+	if identity == "" {
+		return invalid("the identity is empty")
+	}
+	return p.Validate()
+}
+
+// checkSettle validates a refund or settlement before any I/O.
+func checkSettle(rc Receipt, actual int64) error {
+	switch {
+	case rc.IsZero():
+		return invalid("settle: the receipt identifies no charge")
+	case actual < 0 || actual > rc.cost:
+		return invalid("settle: actual cost %d is not in [0, %d], the charged cost", actual, rc.cost)
+	}
+	return nil
+}
+
+// Decision is the outcome of a charge, or of a peek at usage.
+type Decision struct {
+	// Allowed reports whether the cost was admitted (and charged).
+	Allowed bool
+	// Cost is the cost asked for; zero for a peek.
+	Cost int64
+	// Limits holds the state of each limit of the plan, in plan order, after
+	// the decision: an admitted cost is included in Used.
+	Limits []LimitState
+	// Binding is the index in Limits of the limit that decided: for a denial,
+	// the violated limit that frees last; otherwise the one with the least
+	// remaining.
+	Binding int
+	// RetryAfter is, for a denial, the earliest time after which the same
+	// cost fits in every limit, absent other traffic: a retry then is
+	// admitted, a retry one millisecond sooner is not.
+	RetryAfter time.Duration
+	// Receipt identifies an admitted charge, for Refund and Settle.
+	Receipt Receipt
+}
+
+// LimitState is the usage of one limit.
+type LimitState struct {
+	Limit Limit
+	// Used is the total cost admitted in the trailing window.
+	Used int64
+	// Remaining is Max - Used, never below zero.
+	Remaining int64
+	// ResetAfter is when the oldest charge in the window leaves it, freeing
+	// capacity; zero when the window is empty.
+	ResetAfter time.Duration
+}
+
+// BindingLimit returns the state of the limit that decided.
+func (d Decision) BindingLimit() LimitState { return d.Limits[d.Binding] }
+
+// Receipt identifies one admitted charge. The zero Receipt identifies none.
+type Receipt struct {
+	identity string
+	member   string // the log entry, "<seq>:<cost>"
+	at       int64  // admit time, microseconds since the Unix epoch
+	cost     int64
+}
+
+// Cost returns the units the receipt holds charged.
+func (r Receipt) Cost() int64 { return r.cost }
+
+// IsZero reports whether the receipt identifies no charge.
+func (r Receipt) IsZero() bool { return r.member == "" }
+
+// ErrInvalid is matched (with errors.Is) by every validation error: a
+// malformed plan, a cost out of range, a bad receipt.
+var ErrInvalid = errors.New("quota: invalid")
+
+// ErrTooCostly is matched by a *TooCostlyError.
+var ErrTooCostly = errors.New("quota: cost exceeds a limit's maximum")
+
+// TooCostlyError reports a charge that no limit state could ever admit: its
+// cost is above a limit's maximum. Nothing is recorded and there is no time
+// worth retrying at.
+type TooCostlyError struct {
+	Cost  int64
+	Limit Limit
+}
+
+func (e *TooCostlyError) Error() string {
+	return fmt.Sprintf("quota: cost %d exceeds limit %s", e.Cost, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrTooCostly) true.
+func (e *TooCostlyError) Is(target error) bool { return target == ErrTooCostly }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+func isToken(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	return strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	}) < 0
+}

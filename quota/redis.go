@@ -1,0 +1,181 @@
+package quota
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed charge.lua
+	chargeLua    string
+	chargeScript = redis.NewScript(chargeLua)
+
+	//go:embed settle.lua
+	settleLua    string
+	settleScript = redis.NewScript(settleLua)
+)
+
+// rediser is what Redis needs of a client: a *redis.Client, a
+// *redis.ClusterClient, a *redis.Ring or any redis.UniversalClient fit.
+type rediser interface {
+	redis.Scripter
+	Del(ctx context.Context, keys ...string) *redis.IntCmd
+}
+
+var (
+	_ rediser = (*redis.Client)(nil)
+	_ rediser = (*redis.ClusterClient)(nil)
+	_ rediser = (redis.UniversalClient)(nil)
+)
+
+// DefaultPrefix starts every key Redis writes.
+const DefaultPrefix = "tileapi:q:"
+
+// Redis is a quota store in Redis: one atomic script a decision, so a limit
+// holds exactly across every process that shares the server or cluster.
+type Redis struct {
+	client rediser
+	prefix string
+	now    func() time.Time
+}
+
+// RedisOption configures a Redis store.
+type RedisOption func(*Redis)
+
+// WithPrefix sets the prefix of every key (default DefaultPrefix). It must
+// not contain braces: they would change the Redis Cluster hash slot.
+func WithPrefix(prefix string) RedisOption { return func(r *Redis) { r.prefix = prefix } }
+
+// WithClock makes the store take the time from now instead of from the Redis
+// server. It is for tests, which slide windows exactly without sleeping;
+// in production the server's clock keeps every process on one timeline.
+func WithClock(now func() time.Time) RedisOption { return func(r *Redis) { r.now = now } }
+
+// NewRedis returns a store that keeps its state in client.
+// It panics if WithPrefix was given braces, a programming error.
+func NewRedis(client rediser, opts ...RedisOption) *Redis {
+	r := &Redis{client: client, prefix: DefaultPrefix}
+	for _, o := range opts {
+		o(r)
+	}
+	if strings.ContainsAny(r.prefix, "{}") {
+		panic("quota: key prefix " + strconv.Quote(r.prefix) + " contains a brace")
+	}
+	return r
+}
+
+// Allow charges a cost of 1: see Charge.
+func (r *Redis) Allow(ctx context.Context, identity string, plan Plan) (Decision, error) {
+	return r.Charge(ctx, identity, plan, 1)
+}
+
+// Charge admits cost units for identity if they fit in every limit of plan,
+// and records them in all of them; a denied charge records nothing. A cost
+// above a limit's maximum returns a *TooCostlyError; a bad plan or cost an
+// error matching ErrInvalid. Both are reported before any I/O.
+func (r *Redis) Charge(ctx context.Context, identity string, plan Plan, cost int64) (Decision, error) {
+	if err := checkCharge(identity, plan, cost); err != nil {
+		return Decision{}, err
+	}
+	return r.run(ctx, identity, plan, cost, true)
+}
+
+// Peek returns the usage of identity under plan without charging anything.
+func (r *Redis) Peek(ctx context.Context, identity string, plan Plan) (Decision, error) {
+	if err := checkPeek(identity, plan); err != nil {
+		return Decision{}, err
+	}
+	return r.run(ctx, identity, plan, 0, false)
+}
+
+func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64, record bool) (Decision, error) {
+	keys := r.keys(identity)
+	args := make([]any, 0, 3+2*len(plan.Limits))
+	args = append(args, boolArg(record), cost, r.nowArg())
+	for _, l := range plan.Limits {
+		args = append(args, l.Window.Milliseconds(), l.Max)
+	}
+	reply, err := chargeScript.Run(ctx, r.client, keys[:], args...).Int64Slice()
+	if err != nil {
+		return Decision{}, fmt.Errorf("quota: charge: %w", err)
+	}
+	if len(reply) != 3+3*len(plan.Limits) {
+		return Decision{}, fmt.Errorf("quota: charge: script returned %d values, want %d", len(reply), 3+3*len(plan.Limits))
+	}
+	raw := make([]limitUsage, len(plan.Limits))
+	for i := range raw {
+		raw[i] = limitUsage{used: reply[3+3*i], oldest: reply[4+3*i], freeAt: reply[5+3*i]}
+	}
+	return decide(identity, plan, cost, reply[0] == 1, reply[1], reply[2], raw), nil
+}
+
+// Refund removes an admitted charge. It reports whether it did: false means
+// the receipt's charge was already refunded, settled away or has expired, so
+// calling it twice is safe.
+func (r *Redis) Refund(ctx context.Context, rc Receipt) (bool, error) {
+	_, ok, err := r.settle(ctx, rc, 0)
+	return ok, err
+}
+
+// Settle lowers an admitted charge to the actual cost, once the work is done
+// and its real price known, and returns the receipt of the lowered charge.
+// Raising a charge is refused: admitting more than was checked would break
+// the limit. Settling to 0 is a refund. A receipt whose charge is gone
+// reports false and changes nothing.
+func (r *Redis) Settle(ctx context.Context, rc Receipt, actual int64) (Receipt, bool, error) {
+	return r.settle(ctx, rc, actual)
+}
+
+func (r *Redis) settle(ctx context.Context, rc Receipt, actual int64) (Receipt, bool, error) {
+	if err := checkSettle(rc, actual); err != nil {
+		return Receipt{}, false, err
+	}
+	keys := r.keys(rc.identity)
+	member, err := settleScript.Run(ctx, r.client, keys[:], rc.member, rc.at, actual).Text()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return Receipt{}, false, nil
+	case err != nil:
+		return Receipt{}, false, fmt.Errorf("quota: settle: %w", err)
+	case member == "":
+		return Receipt{}, true, nil
+	}
+	return Receipt{identity: rc.identity, member: member, at: rc.at, cost: actual}, true, nil
+}
+
+// Reset forgets every charge of identity, under every plan.
+func (r *Redis) Reset(ctx context.Context, identity string) error {
+	keys := r.keys(identity)
+	if err := r.client.Del(ctx, keys[:]...).Err(); err != nil {
+		return fmt.Errorf("quota: reset: %w", err)
+	}
+	return nil
+}
+
+// keys returns the log and state keys of identity. Both carry the escaped
+// identity as their hash tag, so they share a Redis Cluster slot.
+func (r *Redis) keys(identity string) [2]string {
+	base := r.prefix + "{" + escapeIdentity(identity) + "}"
+	return [2]string{base + ":l", base + ":s"}
+}
+
+func (r *Redis) nowArg() string {
+	if r.now == nil {
+		return ""
+	}
+	return strconv.FormatInt(r.now().UnixMicro(), 10)
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

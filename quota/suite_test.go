@@ -1,0 +1,345 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The classic scenarios: 5 per 10 s admits five then denies; 10 per 1 s
+// admits ten then denies two.
+func TestClassicScenarios(t *testing.T) {
+	tests := []struct {
+		name    string
+		limit   Limit
+		calls   int
+		admits  int
+		retryAt time.Duration // of the first denial, from the first admit
+	}{
+		{"5 per 10s", Limit{Name: "w", Max: 5, Window: 10 * time.Second}, 6, 5, 10 * time.Second},
+		{"10 per 1s", PerSecond(10), 12, 10, time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			eachStore(t, func(t *testing.T, fx fixture) {
+				p := mustPlan(t, "classic", tc.limit)
+				var got []bool
+				for i := 0; i < tc.calls; i++ {
+					d := charge(t, fx.store, "client", p, 1)
+					got = append(got, d.Allowed)
+					if !d.Allowed && d.RetryAfter != tc.retryAt {
+						t.Errorf("call %d: RetryAfter = %v, want %v", i, d.RetryAfter, tc.retryAt)
+					}
+				}
+				want := make([]bool, tc.calls)
+				for i := range tc.admits {
+					want[i] = true
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("allowed = %v, want %v", got, want)
+				}
+			})
+		})
+	}
+}
+
+func TestWindowSlides(t *testing.T) {
+	eachStore(t, func(t *testing.T, fx fixture) {
+		p := mustPlan(t, "slide", Limit{Name: "w", Max: 5, Window: 10 * time.Second})
+		for i := range 5 {
+			fx.clock.Set(time.Duration(i) * time.Second)
+			if d := charge(t, fx.store, "c", p, 1); !d.Allowed {
+				t.Fatalf("charge at %ds denied", i)
+			}
+		}
+		steps := []struct {
+			at      time.Duration
+			allowed bool
+		}{
+			{5 * time.Second, false},
+			{10*time.Second - time.Millisecond, false}, // the first charge is still inside
+			{10 * time.Second, true},                   // it has left: its unit is free again
+			{10*time.Second + 500*time.Millisecond, false},
+			{11 * time.Second, true},
+			{25 * time.Second, true}, // everything has left
+		}
+		for _, s := range steps {
+			fx.clock.Set(s.at)
+			if d := charge(t, fx.store, "c", p, 1); d.Allowed != s.allowed {
+				t.Errorf("at %v: allowed = %v, want %v (used %v)", s.at, d.Allowed, s.allowed, used(d))
+			}
+		}
+		if d := peek(t, fx.store, "c", p); d.Limits[0].Used != 1 {
+			t.Errorf("after the window slid past everything but one charge: used = %d, want 1", d.Limits[0].Used)
+		}
+	})
+}
+
+func TestIdentitiesAreIsolated(t *testing.T) {
+	eachStore(t, func(t *testing.T, fx fixture) {
+		p := mustPlan(t, "iso", PerMinute(3))
+		// Identities that differ only in bytes that matter to Redis keys.
+		ids := []string{"alice", "alice ", "{alice}", "al{ice", "al}ice", "al%7Bice", "a\x00b", "a\xffb", "key:with:colons", "ünï"}
+		for _, id := range ids {
+			if d := charge(t, fx.store, id, p, 3); !d.Allowed {
+				t.Errorf("%q: first charge denied: another identity's charge leaked in", id)
+			}
+		}
+		for _, id := range ids {
+			if d := charge(t, fx.store, id, p, 1); d.Allowed {
+				t.Errorf("%q: charge past its own limit admitted", id)
+			}
+			if d := peek(t, fx.store, id, p); d.Limits[0].Used != 3 {
+				t.Errorf("%q: used = %d, want 3", id, d.Limits[0].Used)
+			}
+		}
+	})
+}
+
+func TestWeightedCosts(t *testing.T) {
+	eachStore(t, func(t *testing.T, fx fixture) {
+		p := mustPlan(t, "weighted", PerMinute(10))
+		steps := []struct {
+			cost    int64
+			allowed bool
+			used    int64
+		}{
+			{4, true, 4},
+			{4, true, 8},
+			{3, false, 8}, // 11 > 10
+			{2, true, 10},
+			{1, false, 10},
+		}
+		for i, s := range steps {
+			d := charge(t, fx.store, "w", p, s.cost)
+			if d.Allowed != s.allowed || d.Limits[0].Used != s.used || d.Limits[0].Remaining != 10-s.used {
+				t.Errorf("step %d cost %d: allowed %v used %d remaining %d, want %v %d %d",
+					i, s.cost, d.Allowed, d.Limits[0].Used, d.Limits[0].Remaining, s.allowed, s.used, 10-s.used)
+			}
+		}
+	})
+}
+
+// A charge denied by one limit is recorded in none.
+func TestMultiLimitAllOrNothing(t *testing.T) {
+	eachStore(t, func(t *testing.T, fx fixture) {
+		p := mustPlan(t, "multi",
+			Limit{Name: "burst", Max: 3, Window: time.Second},
+			Limit{Name: "minute", Max: 10, Window: time.Minute})
+		charge(t, fx.store, "m", p, 3)
+		d := charge(t, fx.store, "m", p, 2)
+		if d.Allowed {
+			t.Fatal("charge over the burst limit admitted")
+		}
+		if d.Binding != 0 || d.BindingLimit().Limit.Name != "burst" {
+			t.Errorf("binding limit = %q, want burst", d.BindingLimit().Limit.Name)
+		}
+		if got := used(d); !slices.Equal(got, []int64{3, 3}) {
+			t.Errorf("used after the denial = %v, want [3 3]: the minute limit was charged", got)
+		}
+		// Every two seconds the burst is free again; the minute limit fills.
+		for i, want := range []bool{true, true, false} {
+			fx.clock.Set(time.Duration(2+2*i) * time.Second)
+			d := charge(t, fx.store, "m", p, 3)
+			if d.Allowed != want {
+				t.Fatalf("charge %d: allowed = %v, want %v (used %v)", i, d.Allowed, want, used(d))
+			}
+		}
+		d = peek(t, fx.store, "m", p)
+		if got := used(d); !slices.Equal(got, []int64{0, 9}) {
+			t.Errorf("used = %v, want [0 9]", got)
+		}
+		if d.BindingLimit().Limit.Name != "minute" {
+			t.Errorf("binding limit = %q, want minute (least remaining)", d.BindingLimit().Limit.Name)
+		}
+	})
+}
+
+func TestDeniedIsNotRecorded(t *testing.T) {
+	eachStore(t, func(t *testing.T, fx fixture) {
+		p := mustPlan(t, "deny", Limit{Name: "w", Max: 2, Window: 10 * time.Second})
+		charge(t, fx.store, "d", p, 2)
+		for i := range 50 {
+			fx.clock.Set(time.Duration(i) * 100 * time.Millisecond)
+			if charge(t, fx.store, "d", p, 1).Allowed {
+				t.Fatal("charge over the limit admitted")
+			}
+		}
+		// Had the denials been recorded, the window would still be full.
+		fx.clock.Set(10 * time.Second)
+		if d := charge(t, fx.store, "d", p, 2); !d.Allowed {
+			t.Errorf("after the only admitted charge left: denied, used %v", used(d))
+		}
+	})
+}
+
+// The retry-after of a denial is exact to the microsecond: a retry then is
+// admitted, one millisecond sooner is not. With weights, it is the moment
+// enough weight has left, not the moment the oldest entry leaves.
+func TestRetryAfterExact(t *testing.T) {
+	eachStore(t, func(t *testing.T, fx fixture) {
+		p := mustPlan(t, "retry",
+			Limit{Name: "ten", Max: 10, Window: 10 * time.Second},
+			Limit{Name: "minute", Max: 100, Window: time.Minute})
+		for _, c := range []struct {
+			at   time.Duration
+			cost int64
+		}{{0, 3}, {1500 * time.Millisecond, 4}, {2*time.Second + 250*time.Microsecond, 3}} {
+			fx.clock.Set(c.at)
+			charge(t, fx.store, "r", p, c.cost)
+		}
+		fx.clock.Set(5 * time.Second)
+		d := charge(t, fx.store, "r", p, 5)
+		// Needs 5 units gone: 3 leave at 10 s, 4 more at 11.5 s.
+		if want := 6500 * time.Millisecond; d.Allowed || d.RetryAfter != want {
+			t.Fatalf("allowed %v retry-after %v, want denied and %v", d.Allowed, d.RetryAfter, want)
+		}
+		if d.BindingLimit().Limit.Name != "ten" {
+			t.Errorf("binding limit = %q, want ten", d.BindingLimit().Limit.Name)
+		}
+		fx.clock.Set(11500*time.Millisecond - time.Millisecond)
+		if charge(t, fx.store, "r", p, 5).Allowed {
+			t.Error("admitted one millisecond before the retry-after")
+		}
+		fx.clock.Set(11500 * time.Millisecond)
+		if d := charge(t, fx.store, "r", p, 5); !d.Allowed {
+			t.Errorf("denied at the retry-after (used %v)", used(d))
+		}
+	})
+}
+
+func TestResetAfter(t *testing.T) {
+	eachStore(t, func(t *testing.T, fx fixture) {
+		p := mustPlan(t, "reset", Limit{Name: "w", Max: 10, Window: 10 * time.Second})
+		if d := peek(t, fx.store, "x", p); d.Limits[0].ResetAfter != 0 || d.Limits[0].Remaining != 10 {
+			t.Errorf("empty window: %+v", d.Limits[0])
+		}
+		charge(t, fx.store, "x", p, 1)
+		fx.clock.Set(3 * time.Second)
+		d := charge(t, fx.store, "x", p, 1)
+		if want := 7 * time.Second; d.Limits[0].ResetAfter != want {
+			t.Errorf("ResetAfter = %v, want %v (when the oldest charge leaves)", d.Limits[0].ResetAfter, want)
+		}
+	})
+}
+
+func TestImpossibleAndInvalid(t *testing.T) {
+	eachStore(t, func(t *testing.T, fx fixture) {
+		ctx := context.Background()
+		p := mustPlan(t, "small", Limit{Name: "burst", Max: 5, Window: time.Second}, PerMinute(50))
+		_, err := fx.store.Charge(ctx, "i", p, 6)
+		var tc *TooCostlyError
+		if !errors.As(err, &tc) || !errors.Is(err, ErrTooCostly) || tc.Limit.Name != "burst" || tc.Cost != 6 {
+			t.Errorf("cost above the burst max: err = %v, want a TooCostlyError naming burst", err)
+		}
+		for _, cost := range []int64{0, -1, MaxUnits + 1} {
+			if _, err := fx.store.Charge(ctx, "i", p, cost); !errors.Is(err, ErrInvalid) {
+				t.Errorf("cost %d: err = %v, want ErrInvalid", cost, err)
+			}
+		}
+		if _, err := fx.store.Charge(ctx, "", p, 1); !errors.Is(err, ErrInvalid) {
+			t.Errorf("empty identity: err = %v, want ErrInvalid", err)
+		}
+		for _, bad := range []Plan{
+			{Name: "none"},
+			{Name: "zero", Limits: []Limit{{Name: "a", Max: 0, Window: time.Second}}},
+			{Name: "huge", Limits: []Limit{{Name: "a", Max: MaxUnits + 1, Window: time.Second}}},
+			{Name: "submilli", Limits: []Limit{{Name: "a", Max: 1, Window: 1500 * time.Microsecond}}},
+			{Name: "nowindow", Limits: []Limit{{Name: "a", Max: 1}}},
+			{Name: "dup", Limits: []Limit{PerSecond(1), PerSecond(2)}},
+			{Name: "badname", Limits: []Limit{{Name: "a b", Max: 1, Window: time.Second}}},
+		} {
+			if _, err := fx.store.Charge(ctx, "i", bad, 1); !errors.Is(err, ErrInvalid) {
+				t.Errorf("plan %q: err = %v, want ErrInvalid", bad.Name, err)
+			}
+		}
+		if d := peek(t, fx.store, "i", p); d.Limits[0].Used != 0 {
+			t.Errorf("refused charges were recorded: used %v", used(d))
+		}
+	})
+}
+
+func TestRefundSettleReset(t *testing.T) {
+	eachStore(t, func(t *testing.T, fx fixture) {
+		ctx := context.Background()
+		p := mustPlan(t, "refund",
+			Limit{Name: "burst", Max: 5, Window: time.Second},
+			Limit{Name: "minute", Max: 20, Window: time.Minute})
+
+		d := charge(t, fx.store, "f", p, 5)
+		ok, err := fx.store.Refund(ctx, d.Receipt)
+		if err != nil || !ok {
+			t.Fatalf("Refund = %v, %v", ok, err)
+		}
+		if ok, _ := fx.store.Refund(ctx, d.Receipt); ok {
+			t.Error("second refund of one receipt reported a change")
+		}
+		if got := used(peek(t, fx.store, "f", p)); !slices.Equal(got, []int64{0, 0}) {
+			t.Errorf("after refund used = %v, want [0 0]", got)
+		}
+
+		// Settle lowers a charge; raising one is refused.
+		d = charge(t, fx.store, "f", p, 5)
+		if _, _, err := fx.store.Settle(ctx, d.Receipt, 6); !errors.Is(err, ErrInvalid) {
+			t.Errorf("settle above the charge: err = %v, want ErrInvalid", err)
+		}
+		rc, ok, err := fx.store.Settle(ctx, d.Receipt, 2)
+		if err != nil || !ok || rc.Cost() != 2 {
+			t.Fatalf("Settle = %v, %v, %v", rc, ok, err)
+		}
+		if got := used(peek(t, fx.store, "f", p)); !slices.Equal(got, []int64{2, 2}) {
+			t.Errorf("after settle used = %v, want [2 2]", got)
+		}
+		if _, ok, _ := fx.store.Settle(ctx, d.Receipt, 1); ok {
+			t.Error("settling a superseded receipt reported a change")
+		}
+
+		// A charge that has left the burst window but not the minute one is
+		// refunded from the minute limit only.
+		fx.clock.Set(2 * time.Second)
+		if ok, err := fx.store.Refund(ctx, rc); err != nil || !ok {
+			t.Fatalf("late Refund = %v, %v", ok, err)
+		}
+		if got := used(peek(t, fx.store, "f", p)); !slices.Equal(got, []int64{0, 0}) {
+			t.Errorf("after late refund used = %v, want [0 0]", got)
+		}
+		d = charge(t, fx.store, "f", p, 5)
+		if !d.Allowed || !slices.Equal(used(d), []int64{5, 5}) {
+			t.Errorf("charge after refunds: allowed %v used %v, want true [5 5]", d.Allowed, used(d))
+		}
+
+		if err := fx.store.Reset(ctx, "f"); err != nil {
+			t.Fatal(err)
+		}
+		if got := used(peek(t, fx.store, "f", p)); !slices.Equal(got, []int64{0, 0}) {
+			t.Errorf("after reset used = %v, want [0 0]", got)
+		}
+		if ok, _ := fx.store.Refund(ctx, d.Receipt); ok {
+			t.Error("refund after reset reported a change")
+		}
+		if _, err := fx.store.Refund(ctx, Receipt{}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("zero receipt: err = %v, want ErrInvalid", err)
+		}
+	})
+}
+
+// A denial's receipt is zero; an admit's holds its cost.
+func TestReceipts(t *testing.T) {
+	eachStore(t, func(t *testing.T, fx fixture) {
+		p := mustPlan(t, "rc", PerMinute(3))
+		a := charge(t, fx.store, "rc", p, 2)
+		b := charge(t, fx.store, "rc", p, 2)
+		if a.Receipt.IsZero() || a.Receipt.Cost() != 2 {
+			t.Errorf("admitted receipt = %+v", a.Receipt)
+		}
+		if !b.Receipt.IsZero() {
+			t.Errorf("denied charge has a receipt %+v", b.Receipt)
+		}
+		c := charge(t, fx.store, "rc", p, 1)
+		if c.Receipt == a.Receipt {
+			t.Error("two charges at the same instant share a receipt")
+		}
+	})
+}
