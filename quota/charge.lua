@@ -5,6 +5,7 @@
 -- KEYS[2]  the state hash:
 --          n        last sequence number (makes members unique without randomness)
 --          h        horizon: the log holds no entry with score <= h
+--          w        the windows the sums below are for, "<ms>,<ms>,..."
 --          s<ms>    running sum of the window of <ms> milliseconds
 --          p<ms>    that sum counts exactly the entries with score > p<ms>
 -- ARGV[1]  "1" to record an admitted cost, "0" to only look (peek)
@@ -35,15 +36,20 @@ local function weight(member)
   return tonumber(string.sub(member, string.find(member, ':', 1, true) + 1))
 end
 
-local fields = {'n', 'h'}
+local fields, windows = {'n', 'h', 'w'}, {}
 for i = 1, n do
   local ms = ARGV[2 + 2 * i]
+  windows[i] = ms
   fields[#fields + 1] = 's' .. ms
   fields[#fields + 1] = 'p' .. ms
 end
 local st = redis.call('HMGET', state, unpack(fields))
 local seq = tonumber(st[1]) or 0
 local horizon = tonumber(st[2])
+-- Sums kept under another plan missed the charges made under this one (and
+-- the other way round): when the plan's windows change, rebuild them.
+local sig = table.concat(windows, ',')
+local replan = st[3] ~= sig
 
 local win, max, used, cut = {}, {}, {}, {}
 local wmax = 0
@@ -53,10 +59,9 @@ for i = 1, n do
   max[i] = tonumber(ARGV[3 + 2 * i])
   wmax = math.max(wmax, win[i])
   local c = now - win[i]
-  local s, p = tonumber(st[1 + 2 * i]), tonumber(st[2 + 2 * i])
-  if s == nil or p == nil or (horizon ~= nil and p < horizon) then
-    -- No usable running sum (new identity, or a window this identity has not
-    -- been charged under since the log was trimmed past it): sum the log once.
+  local s, p = tonumber(st[2 + 2 * i]), tonumber(st[3 + 2 * i])
+  if replan or s == nil or p == nil or (horizon ~= nil and p < horizon) then
+    -- No usable running sum (a new identity, or a new plan): sum the log once.
     s = 0
     for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, '(' .. int(c), '+inf')) do
       s = s + weight(m)
@@ -95,7 +100,8 @@ elseif redis.call('EXISTS', log) == 0 then
   return out
 end
 
-local hset = {'n', int(seq), 'h', int(horizon)}
+if replan then redis.call('DEL', state) end
+local hset = {'n', int(seq), 'h', int(horizon), 'w', sig}
 for i = 1, n do
   local ms = ARGV[2 + 2 * i]
   hset[#hset + 1] = 's' .. ms; hset[#hset + 1] = int(used[i])
@@ -107,6 +113,9 @@ if allowed and record then
   local ttl = int(math.ceil(wmax / 1000))
   redis.call('PEXPIRE', log, ttl)
   redis.call('PEXPIRE', state, ttl)
+elseif replan then
+  -- The state was written anew: it must not outlive the log.
+  redis.call('PEXPIRE', state, redis.call('PTTL', log))
 end
 
 local out = {allowed and 1 or 0, now, (allowed and record) and seq or 0}

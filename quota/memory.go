@@ -23,7 +23,7 @@ type Memory struct {
 type memLog struct {
 	entries []memEntry // in admit order
 	seq     int64
-	expires int64 // microseconds; the log is gone from then on, like a Redis key's TTL
+	expires int64 // microseconds: one longest window after the last admit, like a Redis key's TTL
 }
 
 type memEntry struct{ at, seq, cost int64 }
@@ -69,7 +69,7 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 	m.sweep(now)
 
 	lg := m.logs[identity]
-	if lg == nil || now >= lg.expires {
+	if lg == nil {
 		lg = &memLog{}
 	}
 	var wmax int64

@@ -16,6 +16,7 @@ if not score or tonumber(score) ~= at then return false end
 
 local colon = string.find(member, ':', 1, true)
 local delta = tonumber(string.sub(member, colon + 1)) - cost
+if delta == 0 then return member end
 redis.call('ZREM', log, member)
 local new = ''
 if cost > 0 then
@@ -29,7 +30,7 @@ local st = redis.call('HGETALL', state)
 for i = 1, #st, 2 do
   local f = st[i]
   if string.sub(f, 1, 1) == 'p' and at > tonumber(st[i + 1]) then
-    redis.call('HINCRBY', state, 's' .. string.sub(f, 2), -delta)
+    redis.call('HINCRBY', state, 's' .. string.sub(f, 2), string.format('%d', -delta))
   end
 end
 return new

@@ -1,0 +1,113 @@
+package quota
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// The Redis store (on a single node and on a cluster) and the in-memory
+// reference model are fed the same random sequence of (time, identity,
+// plan, cost) charges, peeks, refunds, settlements and resets, and must
+// decide every step identically.
+func TestDifferentialRedisVersusMemory(t *testing.T) {
+	plans := []Plan{
+		mustPlan(t, "one", Limit{Name: "w", Max: 20, Window: 3 * time.Second}),
+		mustPlan(t, "two", Limit{Name: "burst", Max: 10, Window: time.Second}, Limit{Name: "minute", Max: 40, Window: 10 * time.Second}),
+		mustPlan(t, "three", Limit{Name: "a", Max: 15, Window: 1500 * time.Millisecond}, Limit{Name: "b", Max: 25, Window: 3 * time.Second}, Limit{Name: "c", Max: 60, Window: 20 * time.Second}),
+		mustPlan(t, "same-windows", Limit{Name: "x", Max: 30, Window: 10 * time.Second}),
+	}
+	fxs := fixtures(t)
+	ref := fxs[0]
+	const steps = 3000
+	rng := rand.New(rand.NewPCG(7, 11))
+	ctx := context.Background()
+	receipts := make([][]Receipt, len(fxs)) // per store, in the same order
+	var now time.Duration
+	seen := map[string]int{}
+	for step := range steps {
+		switch r := rng.IntN(10); {
+		case r < 6:
+			now += time.Duration(rng.IntN(400)) * time.Millisecond
+		case r < 8:
+			now += time.Duration(rng.IntN(1000)) * time.Microsecond
+		case r < 9:
+			now += time.Duration(rng.IntN(12)) * time.Second
+		}
+		id := fmt.Sprintf("id-%d", rng.IntN(4))
+		// Mostly each identity keeps its plan; now and then it is re-planned.
+		plan := plans[int(id[3]-'0')%len(plans)]
+		if rng.IntN(40) == 0 {
+			plan = plans[rng.IntN(len(plans))]
+		}
+		op := rng.IntN(20)
+		cost := 1 + rng.Int64N(9)
+		var refIdx = -1
+		if op >= 16 && len(receipts[0]) > 0 {
+			// Mostly a recent charge, still in the log; sometimes any.
+			refIdx = len(receipts[0]) - 1 - rng.IntN(min(len(receipts[0]), 4))
+			if rng.IntN(4) == 0 {
+				refIdx = rng.IntN(len(receipts[0]))
+			}
+		}
+		actual := rng.Int64N(cost + 1)
+
+		results := make([]string, len(fxs))
+		for i, fx := range fxs {
+			fx.clock.Set(now)
+			var res any
+			var err error
+			switch {
+			case op < 14:
+				var d Decision
+				d, err = fx.store.Charge(ctx, id, plan, cost)
+				if d.Allowed {
+					receipts[i] = append(receipts[i], d.Receipt)
+				}
+				if i == 0 {
+					seen[fmt.Sprintf("allowed=%v", d.Allowed)]++
+				}
+				d.Receipt = Receipt{} // members differ once a Redis key has expired in real time
+				res = d
+			case op < 16:
+				res, err = fx.store.Peek(ctx, id, plan)
+			case refIdx >= 0 && op < 18:
+				var ok bool
+				ok, err = fx.store.Refund(ctx, receipts[i][refIdx])
+				if i == 0 {
+					seen[fmt.Sprintf("refunded=%v", ok)]++
+				}
+				res = ok
+			case refIdx >= 0:
+				rc := receipts[i][refIdx]
+				var ok bool
+				rc, ok, err = fx.store.Settle(ctx, rc, min(actual, rc.Cost()))
+				if ok && !rc.IsZero() {
+					receipts[i][refIdx] = rc
+				}
+				if i == 0 {
+					seen[fmt.Sprintf("settled=%v", ok)]++
+				}
+				res = ok
+			case op == 19 && rng.IntN(10) == 0:
+				err = fx.store.Reset(ctx, id)
+			}
+			results[i] = fmt.Sprintf("%+v %v", res, err)
+		}
+		for i := 1; i < len(fxs); i++ {
+			if !reflect.DeepEqual(results[i], results[0]) {
+				t.Fatalf("step %d (t=%v %s plan %s op %d cost %d):\n%s: %s\n%s: %s",
+					step, now, id, plan.Name, op, cost, ref.name, results[0], fxs[i].name, results[i])
+			}
+		}
+	}
+	t.Logf("outcomes: %v", seen)
+	for _, k := range []string{"allowed=true", "allowed=false", "refunded=true", "refunded=false", "settled=true", "settled=false"} {
+		if seen[k] < 10 {
+			t.Errorf("only %d steps with %s: the sequence does not exercise it", seen[k], k)
+		}
+	}
+}

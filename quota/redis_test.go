@@ -1,0 +1,206 @@
+package quota
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisTargets are the two deployments the Redis store must hold a limit on.
+var redisTargets = []struct {
+	name    string
+	clients func(t *testing.T, n int) []redis.UniversalClient
+}{
+	{"redis", func(t *testing.T, n int) []redis.UniversalClient {
+		cs := make([]redis.UniversalClient, n)
+		for i := range cs {
+			cs[i] = redisClient(t)
+		}
+		return cs
+	}},
+	{"cluster", func(t *testing.T, n int) []redis.UniversalClient {
+		cs := make([]redis.UniversalClient, n)
+		for i := range cs {
+			cs[i] = clusterClient(t)
+		}
+		return cs
+	}},
+}
+
+type admit struct{ at, cost int64 }
+
+// Hundreds of goroutines through several separate clients (as several app
+// servers would) charge one identity with mixed costs, on Redis's own clock.
+// Every trailing window of every limit must hold at most its max, and the
+// limits must actually be reached.
+func TestConcurrentExactness(t *testing.T) {
+	for _, target := range redisTargets {
+		t.Run(target.name, func(t *testing.T) {
+			prefix := testPrefix(t)
+			clients := target.clients(t, 4)
+			plan := mustPlan(t, "concurrent",
+				Limit{Name: "burst", Max: 60, Window: 200 * time.Millisecond},
+				Limit{Name: "second", Max: 200, Window: time.Second})
+			const goroutines, perGoroutine, maxCost = 200, 40, 7
+
+			var mu sync.Mutex
+			var admits []admit
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s := NewRedis(clients[g%len(clients)], WithPrefix(prefix))
+					rng := rand.New(rand.NewPCG(uint64(g), 1))
+					for range perGoroutine {
+						cost := 1 + rng.Int64N(maxCost)
+						d, err := s.Charge(context.Background(), "shared", plan, cost)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if d.Allowed {
+							mu.Lock()
+							admits = append(admits, admit{d.Receipt.at, cost})
+							mu.Unlock()
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			slices.SortFunc(admits, func(a, b admit) int { return int(a.at - b.at) })
+			for _, l := range plan.Limits {
+				peak := peakWindowSum(admits, l.Window.Microseconds())
+				t.Logf("%s: %d admits, peak sum in any %v window = %d (max %d)", l.Name, len(admits), l.Window, peak, l.Max)
+				if peak > l.Max {
+					t.Errorf("limit %s: a trailing window admitted %d > max %d", l.Name, peak, l.Max)
+				}
+				// Demand far exceeds supply, so some window must be full, up
+				// to what one largest cost that no longer fits can leave.
+				if peak < l.Max-(maxCost-1) {
+					t.Errorf("limit %s: peak window sum %d: under-admission below %d", l.Name, peak, l.Max-(maxCost-1))
+				}
+			}
+		})
+	}
+}
+
+// peakWindowSum returns the largest total cost admitted in any window of w
+// microseconds: the largest is always one that ends at an admit.
+func peakWindowSum(admits []admit, w int64) int64 {
+	var peak, sum int64
+	lo := 0
+	for _, a := range admits {
+		sum += a.cost
+		for admits[lo].at <= a.at-w {
+			sum -= admits[lo].cost
+			lo++
+		}
+		peak = max(peak, sum)
+	}
+	return peak
+}
+
+// A SCRIPT FLUSH (as after a Redis restart or failover) must not fail a
+// single call: EVALSHA falls back to EVAL on NOSCRIPT.
+func TestNoScriptRecovery(t *testing.T) {
+	for _, target := range redisTargets {
+		t.Run(target.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := target.clients(t, 1)[0]
+			s := NewRedis(c, WithPrefix(testPrefix(t)))
+			p := mustPlan(t, "noscript", PerMinute(10))
+			for i := range 3 {
+				flush := func(ctx context.Context, c *redis.Client) error { return c.ScriptFlush(ctx).Err() }
+				var err error
+				if cc, ok := c.(*redis.ClusterClient); ok {
+					err = cc.ForEachShard(ctx, flush)
+				} else {
+					err = flush(ctx, c.(*redis.Client))
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				d, err := s.Charge(ctx, "n", p, 1)
+				if err != nil || !d.Allowed || d.Limits[0].Used != int64(i+1) {
+					t.Fatalf("charge %d after SCRIPT FLUSH: %+v, %v", i, d, err)
+				}
+				if _, err := s.Refund(ctx, d.Receipt); err != nil {
+					t.Fatalf("refund after SCRIPT FLUSH: %v", err)
+				}
+				charge(t, s, "n", p, 1)
+			}
+		})
+	}
+}
+
+// Every key expires one longest window after the last admit; a peek or a
+// denial never creates a key without a TTL, and idle identities vanish.
+func TestKeysExpire(t *testing.T) {
+	ctx := context.Background()
+	c := redisClient(t)
+	s := NewRedis(c, WithPrefix(testPrefix(t)))
+	p := mustPlan(t, "ttl", Limit{Name: "short", Max: 2, Window: 150 * time.Millisecond}, Limit{Name: "long", Max: 5, Window: 300 * time.Millisecond})
+	keys := s.keys("e")
+
+	peek(t, s, "e", p)
+	if n := c.Exists(ctx, keys[:]...).Val(); n != 0 {
+		t.Fatalf("a peek at an idle identity created %d keys", n)
+	}
+	charge(t, s, "e", p, 2)
+	charge(t, s, "e", p, 1) // denied by the short limit
+	for _, k := range keys {
+		ttl := c.PTTL(ctx, k).Val()
+		if ttl <= 0 || ttl > 300*time.Millisecond {
+			t.Errorf("PTTL %s = %v, want in (0, 300ms]", k, ttl)
+		}
+	}
+	time.Sleep(400 * time.Millisecond)
+	if n := c.Exists(ctx, keys[:]...).Val(); n != 0 {
+		t.Errorf("%d keys of an idle identity remain one window after the last admit", n)
+	}
+}
+
+// Both keys of an identity share one cluster slot whatever bytes the
+// identity holds, and the hash tag cannot be steered by the identity.
+func TestClusterKeysShareSlot(t *testing.T) {
+	ctx := context.Background()
+	c := clusterClient(t)
+	s := NewRedis(c, WithPrefix("tileapi:q:"))
+	slots := map[int64]bool{}
+	for _, id := range []string{"plain", "{x}", "a}b{c", "}", "{", "with space", "\x00\xff", "k:{user1}", "ab", "ba", "abc"} {
+		keys := s.keys(id)
+		a, b := c.ClusterKeySlot(ctx, keys[0]).Val(), c.ClusterKeySlot(ctx, keys[1]).Val()
+		if a != b {
+			t.Errorf("%q: keys %q and %q are in slots %d and %d", id, keys[0], keys[1], a, b)
+		}
+		slots[a] = true
+	}
+	if len(slots) < 3 {
+		t.Errorf("11 identities landed in only %d slots: the hash tag is not the identity", len(slots))
+	}
+}
+
+func TestEscapeIdentityIsOneToOne(t *testing.T) {
+	seen := map[string]string{}
+	for _, id := range []string{"a", "a ", "a%20", "a%2520", "{a}", "%7Ba%7D", "a:b", "a\x00", "a\x01", "ä"} {
+		e := escapeIdentity(id)
+		if prev, dup := seen[e]; dup {
+			t.Errorf("%q and %q both escape to %q", prev, id, e)
+		}
+		for _, r := range e {
+			if r == '{' || r == '}' || r < 0x21 || r > 0x7e {
+				t.Errorf("escape(%q) = %q holds %q", id, e, r)
+			}
+		}
+		seen[e] = id
+	}
+}
