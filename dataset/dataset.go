@@ -61,6 +61,15 @@ func (p Place) Properties() geojson.Properties {
 	}
 }
 
+// Feature returns the place as a GeoJSON point feature whose id is the
+// geonameid.
+func (p Place) Feature() *geojson.Feature {
+	f := geojson.NewFeature(p.Point)
+	f.ID = p.ID
+	f.Properties = p.Properties()
+	return f
+}
+
 // Kind is the kind of a fence.
 type Kind string
 
@@ -92,6 +101,18 @@ func (f Fence) Properties() geojson.Properties {
 		p["code"] = f.Code
 	}
 	return p
+}
+
+// Feature returns the fence as a GeoJSON feature whose id is the fence's ID;
+// its geometry is null where Geometry is nil.
+func (f Fence) Feature() *geojson.Feature {
+	feature := geojson.NewFeature(nil)
+	if f.Geometry != nil {
+		feature.Geometry = f.Geometry
+	}
+	feature.ID = f.ID
+	feature.Properties = f.Properties()
+	return feature
 }
 
 // Dataset is the whole bundled dataset.
@@ -194,7 +215,8 @@ func parsePlace(rec []string) (Place, error) {
 
 // ReadFences parses a GeoJSON FeatureCollection of Polygon and MultiPolygon
 // features with a "name" property into fences of the given kind, sorted by
-// ID. For counties the feature id is the FIPS code; for countries it is the
+// ID. Polygons that cross the antimeridian are cut into a part on each side.
+// For counties the feature id is the FIPS code; for countries it is the
 // ISO code, kept in Code, and the ID is given by name (see Fence).
 func ReadFences(r io.Reader, kind Kind) ([]Fence, error) {
 	data, err := io.ReadAll(r)
@@ -238,9 +260,9 @@ func parseFence(f *geojson.Feature, kind Kind) (Fence, error) {
 	}
 	switch g := f.Geometry.(type) {
 	case orb.Polygon:
-		fence.Geometry = orb.MultiPolygon{g}
+		fence.Geometry = splitAntimeridian(orb.MultiPolygon{g})
 	case orb.MultiPolygon:
-		fence.Geometry = g
+		fence.Geometry = splitAntimeridian(g)
 	default:
 		return fence, fmt.Errorf("%s: geometry is %T, want a polygon", fence.Name, f.Geometry)
 	}

@@ -71,3 +71,23 @@ func TestReadPlaces(t *testing.T) {
 		})
 	}
 }
+
+// TestAntimeridian checks that Russia and Fiji are cut at the antimeridian
+// instead of spanning the map.
+func TestAntimeridian(t *testing.T) {
+	d, err := dataset.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range d.Fences {
+		if f.Name != "Russia" && f.Name != "Fiji" {
+			continue
+		}
+		for _, p := range f.Geometry {
+			b := p.Bound()
+			if b.Max[0]-b.Min[0] > 180 || b.Min[0] < -180 || b.Max[0] > 180 {
+				t.Errorf("%s has a polygon spanning %v", f.Name, b)
+			}
+		}
+	}
+}

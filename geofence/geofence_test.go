@@ -1,0 +1,231 @@
+package geofence
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tileapi/tileapi/dataset"
+	"github.com/tileapi/tileapi/field"
+	"github.com/tileapi/tileapi/internal/spatialtest"
+)
+
+func TestMain(m *testing.M) { spatialtest.Run(m) }
+
+// backends returns both implementations over the bundled dataset.
+func backends(t testing.TB) map[string]Backend {
+	t.Helper()
+	pool, d := spatialtest.Loaded(t)
+	return map[string]Backend{
+		"postgis": NewPostGIS(pool, 5*time.Second),
+		"memory":  NewMemory(d),
+	}
+}
+
+func TestParseWithin(t *testing.T) {
+	for _, tc := range []struct {
+		name                    string
+		lng, lat, radius, limit string
+		field                   string // "" for a valid query
+		want                    WithinQuery
+	}{
+		{name: "valid", lng: "2.35", lat: "48.85", radius: "5000", limit: "7", want: WithinQuery{2.35, 48.85, 5000, 7}},
+		{name: "default limit", lng: "-180", lat: "90", radius: "100000", want: WithinQuery{-180, 90, 100000, DefaultLimit}},
+		{name: "lng not a number", lng: "x", lat: "0", radius: "1", field: "lng"},
+		{name: "lng NaN", lng: "NaN", lat: "0", radius: "1", field: "lng"},
+		{name: "lng too big", lng: "180.0001", lat: "0", radius: "1", field: "lng"},
+		{name: "lat infinite", lng: "0", lat: "-Inf", radius: "1", field: "lat"},
+		{name: "lat too small", lng: "0", lat: "-90.5", radius: "1", field: "lat"},
+		{name: "radius zero", lng: "0", lat: "0", radius: "0", field: "radius"},
+		{name: "radius over max", lng: "0", lat: "0", radius: "100001", field: "radius"},
+		{name: "radius infinite", lng: "0", lat: "0", radius: "+Inf", field: "radius"},
+		{name: "limit zero", lng: "0", lat: "0", radius: "1", limit: "0", field: "limit"},
+		{name: "limit over max", lng: "0", lat: "0", radius: "1", limit: "1001", field: "limit"},
+		{name: "limit not an integer", lng: "0", lat: "0", radius: "1", limit: "2.5", field: "limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q, err := ParseWithin(tc.lng, tc.lat, tc.radius, tc.limit)
+			checkField(t, err, tc.field)
+			if tc.field == "" && q != tc.want {
+				t.Errorf("got %+v, want %+v", q, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseContains(t *testing.T) {
+	for _, tc := range []struct {
+		lng, lat, field string
+	}{
+		{"-118.25", "34.05", ""},
+		{"", "34", "lng"},
+		{"1", "91", "lat"},
+	} {
+		_, err := ParseContains(tc.lng, tc.lat)
+		checkField(t, err, tc.field)
+	}
+}
+
+func checkField(t *testing.T, err error, name string) {
+	t.Helper()
+	var fe *field.Error
+	switch {
+	case name == "" && err != nil:
+		t.Fatalf("unexpected error %v", err)
+	case name != "" && !errors.As(err, &fe):
+		t.Fatalf("error %v, want a *field.Error for %s", err, name)
+	case name != "" && fe.Field != name:
+		t.Fatalf("error names field %q, want %q", fe.Field, name)
+	}
+}
+
+func TestWithin(t *testing.T) {
+	ctx := context.Background()
+	for name, b := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, tc := range []struct {
+				name     string
+				q        WithinQuery
+				first    int64 // geonameid of the nearest place
+				min, max int   // bounds on the number of results
+			}{
+				{"Paris 5 km", WithinQuery{2.3488, 48.85341, 5000, 50}, 2988507, 5, 50},
+				{"Paris limit 3", WithinQuery{2.3488, 48.85341, 25000, 3}, 2988507, 3, 3},
+				{"open ocean", WithinQuery{-30, 0, 100000, 50}, 0, 0, 0},
+				{"across the antimeridian", WithinQuery{-179.99, -16.5, 100000, 50}, 0, 1, 50},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					ns, err := b.Within(ctx, tc.q)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(ns) < tc.min || len(ns) > tc.max {
+						t.Fatalf("%d places, want %d to %d", len(ns), tc.min, tc.max)
+					}
+					if tc.first != 0 && ns[0].ID != tc.first {
+						t.Errorf("nearest is %d %s, want %d", ns[0].ID, ns[0].Name, tc.first)
+					}
+					for i, n := range ns {
+						if n.Distance > tc.q.Radius || (i > 0 && n.Distance < ns[i-1].Distance*0.99) {
+							t.Errorf("place %d at %.1f m after %.1f m, radius %.0f", n.ID, n.Distance, ns[max(i-1, 0)].Distance, tc.q.Radius)
+						}
+					}
+				})
+			}
+			_, err := b.Within(ctx, WithinQuery{Lng: 0, Lat: 0, Radius: -1, Limit: 1})
+			checkField(t, err, "radius")
+		})
+	}
+}
+
+func TestContains(t *testing.T) {
+	ctx := context.Background()
+	for name, b := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, tc := range []struct {
+				name     string
+				q        ContainsQuery
+				want     []string // kind:name
+				geometry bool
+			}{
+				{"Los Angeles", ContainsQuery{Lng: -118.25, Lat: 34.05}, []string{"country:United States of America", "county:Los Angeles"}, false},
+				{"Paris with geometry", ContainsQuery{Lng: 2.35, Lat: 48.85, Geometry: true}, []string{"country:France"}, true},
+				{"Chukotka east of the antimeridian", ContainsQuery{Lng: -175, Lat: 66}, []string{"country:Russia"}, false},
+				{"Alaska, in the band Russia's raw ring drew", ContainsQuery{Lng: -160, Lat: 68}, []string{"country:United States of America", "county:Northwest Arctic"}, false},
+				{"Fiji west of the antimeridian", ContainsQuery{Lng: -179.9, Lat: -16.8}, []string{"country:Fiji"}, false},
+				{"open ocean", ContainsQuery{Lng: -30, Lat: 0}, nil, false},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					fs, err := b.Contains(ctx, tc.q)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var got []string
+					for _, f := range fs {
+						got = append(got, string(f.Kind)+":"+f.Name)
+						if (f.Geometry != nil) != tc.geometry {
+							t.Errorf("%s: geometry present %v, want %v", f.Name, f.Geometry != nil, tc.geometry)
+						}
+					}
+					if !slices.Equal(got, tc.want) {
+						t.Errorf("got %v, want %v", got, tc.want)
+					}
+				})
+			}
+			_, err := b.Contains(ctx, ContainsQuery{Lng: math.NaN()})
+			checkField(t, err, "lng")
+		})
+	}
+}
+
+func TestFeatures(t *testing.T) {
+	n := Near{Place: dataset.Place{ID: 1, Name: "A", Point: [2]float64{1, 2}}, Distance: 3}
+	b, err := NearCollection([]Near{n}).MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"id":1`, `"distance":3`, `"name":"A"`, `"coordinates":[1,2]`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s lacks %s", b, want)
+		}
+	}
+	b, err = FenceCollection([]dataset.Fence{{ID: 6037, Kind: dataset.County, Name: "Los Angeles", Code: "06037"}}).MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"id":6037`, `"geometry":null`, `"code":"06037"`, `"kind":"county"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s lacks %s", b, want)
+		}
+	}
+}
+
+func TestPostGISCancel(t *testing.T) {
+	pool, _ := spatialtest.Loaded(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := NewPostGIS(pool, time.Second).Within(ctx, WithinQuery{0, 0, 1000, 1})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("error %v, want context.Canceled", err)
+	}
+}
+
+// TestExplainUsesIndex checks that the planner serves the radius and
+// containment queries from their GiST indexes.
+func TestExplainUsesIndex(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := spatialtest.Loaded(t)
+	for _, tc := range []struct {
+		name, sql, index string
+		args             []any
+	}{
+		{"within", withinSQL, "places_geog_idx", []any{2.35, 48.85, 5000.0, 50}},
+		{"within 100 km", withinSQL, "places_geog_idx", []any{2.35, 48.85, 100000.0, 1000}},
+		{"contains", containsSQL, "fences_geom_idx", []any{2.35, 48.85, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rows, err := pool.Query(ctx, "EXPLAIN "+tc.sql, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var plan []string
+			for rows.Next() {
+				var line string
+				if err := rows.Scan(&line); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, line)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if p := strings.Join(plan, "\n"); !strings.Contains(p, " on "+tc.index) && !strings.Contains(p, " using "+tc.index) {
+				t.Errorf("plan does not scan %s:\n%s", tc.index, p)
+			}
+		})
+	}
+}
