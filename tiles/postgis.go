@@ -1,0 +1,88 @@
+package tiles
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/paulmach/orb/maptile"
+
+	"github.com/tileapi/tileapi/internal/pgq"
+)
+
+// PostGIS renders tiles with ST_AsMVT from the places and fences tables.
+type PostGIS struct {
+	db      pgq.DB
+	timeout time.Duration
+}
+
+// NewPostGIS returns a renderer querying pool. Every tile query runs under a
+// server-side statement_timeout of timeout, and is cancelled when its
+// context is done.
+func NewPostGIS(pool *pgxpool.Pool, timeout time.Duration) *PostGIS {
+	return &PostGIS{db: pool, timeout: timeout}
+}
+
+// placesSQL draws the most populous places in the tile plus its margin.
+// The && on geom_3857 (the stored SRID) lets places_geom_3857_idx find the
+// candidates; ST_Intersects then keeps exactly those inside the margin.
+// $1 z, $2 x, $3 y, $4 margin, $5 extent, $6 buffer, $7 minimum population,
+// $8 feature cap, $9 layer name.
+const placesSQL = `
+WITH t AS (
+    SELECT ST_TileEnvelope($1, $2, $3) AS env,
+           ST_TileEnvelope($1, $2, $3, margin => $4) AS menv
+), f AS (
+    SELECT p.id, p.name, p.country, p.admin_code, p.feature_code, p.population,
+           ST_AsMVTGeom(p.geom_3857, t.env, $5, $6, true) AS geom
+    FROM places p, t
+    WHERE p.geom_3857 && t.menv AND ST_Intersects(p.geom_3857, t.menv)
+      AND p.population >= $7
+    ORDER BY p.population DESC, p.id
+    LIMIT $8
+)
+SELECT ST_AsMVT(f, $9, $5, 'geom', 'id') FROM f`
+
+// fencesSQL draws the fences of one kind whose boxes overlap the tile plus
+// its margin, found through fences_geom_3857_idx, each clipped to the margin
+// and simplified to the tile's resolution before ST_AsMVTGeom; fences that
+// vanish at this resolution are left out.
+// $1 z, $2 x, $3 y, $4 margin, $5 extent, $6 buffer, $7 simplification
+// tolerance in metres, $8 kind, $9 feature cap, $10 layer name.
+const fencesSQL = `
+WITH t AS (
+    SELECT ST_TileEnvelope($1, $2, $3) AS env,
+           ST_TileEnvelope($1, $2, $3, margin => $4) AS menv
+), f AS (
+    SELECT c.id, c.name, c.kind, c.code,
+           ST_AsMVTGeom(ST_Simplify(ST_ClipByBox2D(c.geom_3857, t.menv), $7), t.env, $5, $6, true) AS geom
+    FROM fences c, t
+    WHERE c.geom_3857 && t.menv AND c.kind = $8
+    ORDER BY c.id
+    LIMIT $9
+)
+SELECT ST_AsMVT(f, $10, $5, 'geom', 'id') FROM f WHERE geom IS NOT NULL`
+
+// Tile renders tile t of layer l as an MVT; a tile with no features is
+// empty (zero bytes).
+func (s *PostGIS) Tile(ctx context.Context, l Layer, t maptile.Tile) ([]byte, error) {
+	if err := l.Validate(t); err != nil {
+		return nil, fmt.Errorf("tiles: %s: %w", l.Name, err)
+	}
+	const margin = float64(Buffer) / Extent
+	sql, args := placesSQL, []any{int(t.Z), int(t.X), int(t.Y), margin, Extent, Buffer,
+		l.MinPopulation(int(t.Z)), l.MaxFeatures, l.Name}
+	if l.kind != "" {
+		sql, args = fencesSQL, []any{int(t.Z), int(t.X), int(t.Y), margin, Extent, Buffer,
+			resolution(t.Z), string(l.kind), l.MaxFeatures, l.Name}
+	}
+	mvt, err := pgq.Query(ctx, s.db, s.timeout, sql, args, func(rows pgx.Rows) ([]byte, error) {
+		return pgx.CollectExactlyOneRow(rows, pgx.RowTo[[]byte])
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tiles: %s %d/%d/%d: %w", l.Name, t.Z, t.X, t.Y, err)
+	}
+	return mvt, nil
+}

@@ -1,0 +1,170 @@
+// Package tiles renders Mapbox Vector Tiles of the bundled places and fences
+// from a fixed registry of layers, and describes them as TileJSON.
+//
+// Each layer has a zoom range and a cap on features per tile. Places are
+// thinned by population at low zoom and the most populous are kept first;
+// polygons are clipped to the tile plus a margin and simplified to the
+// tile's resolution. Feature ids are the dataset's ids (geonameid, our
+// country id, FIPS) and the MVT layer is named after the layer.
+//
+// Two renderers have the same method: PostGIS (ST_AsMVT) and Memory (orb),
+// checked against each other by a differential test. An invalid layer or
+// tile is reported as a *field.Error naming "layer", "z", "x" or "y".
+package tiles
+
+import (
+	"context"
+	"math"
+	"strconv"
+
+	"github.com/paulmach/orb/maptile"
+
+	"github.com/tileapi/tileapi/dataset"
+	"github.com/tileapi/tileapi/field"
+)
+
+// Tile geometry: coordinates run over [0, Extent) inside the tile, and
+// features reach Buffer units beyond it on every side so that symbols and
+// strokes crossing a tile edge render on both tiles.
+const (
+	Extent = 4096
+	Buffer = 256
+	// MediaType is the Content-Type of a rendered tile.
+	MediaType = "application/vnd.mapbox-vector-tile"
+)
+
+// worldHalf is half the width of the Web Mercator world in metres: the
+// world runs over [-worldHalf, worldHalf] on both axes.
+const worldHalf = 20037508.342789244
+
+// Renderer is what both implementations provide.
+type Renderer interface {
+	Tile(ctx context.Context, l Layer, t maptile.Tile) ([]byte, error)
+}
+
+var (
+	_ Renderer = (*PostGIS)(nil)
+	_ Renderer = (*Memory)(nil)
+)
+
+// Layer is one layer of the registry.
+type Layer struct {
+	Name        string
+	Description string
+	MinZoom     int
+	MaxZoom     int
+	MaxFeatures int               // per tile
+	Fields      map[string]string // property name to a description, for TileJSON
+	kind        dataset.Kind      // the fences' kind; "" for places
+}
+
+// MinPopulation is the smallest population of a place drawn at zoom z,
+// which thins the places layer at low zoom; zero for the other layers.
+func (l Layer) MinPopulation(z int) int64 {
+	switch {
+	case l.kind != "" || z >= 10:
+		return 0
+	case z >= 8:
+		return 5_000
+	case z == 7:
+		return 15_000
+	case z == 6:
+		return 25_000
+	case z == 5:
+		return 50_000
+	case z == 4:
+		return 100_000
+	case z == 3:
+		return 250_000
+	case z == 2:
+		return 500_000
+	}
+	return 1_000_000
+}
+
+// Layers returns the registry in catalog order.
+func Layers() []Layer {
+	fences := map[string]string{
+		"name": "String: the name",
+		"kind": "String: country or county",
+		"code": "String: ISO 3166-1 numeric code (countries, where known) or 5-digit FIPS code (counties)",
+	}
+	return []Layer{
+		{
+			Name:        "places",
+			Description: "Populated places from GeoNames, the most populous first; feature id is the geonameid",
+			MinZoom:     0, MaxZoom: 14, MaxFeatures: 1000,
+			Fields: map[string]string{
+				"name":         "String: the name",
+				"country":      "String: ISO 3166-1 alpha-2 country code",
+				"admin_code":   "String: first-level administrative division code",
+				"feature_code": "String: GeoNames feature code",
+				"population":   "Number: population",
+			},
+		},
+		{
+			Name:        "countries",
+			Description: "Countries from Natural Earth 1:50m; feature id is tileapi's country id",
+			MinZoom:     0, MaxZoom: 10, MaxFeatures: 300,
+			Fields: fences, kind: dataset.Country,
+		},
+		{
+			Name:        "counties",
+			Description: "US counties from the Census Bureau 1:10m; feature id is the FIPS code",
+			MinZoom:     3, MaxZoom: 14, MaxFeatures: 4000,
+			Fields: fences, kind: dataset.County,
+		},
+	}
+}
+
+// LookupLayer returns the layer called name, or a *field.Error for "layer".
+func LookupLayer(name string) (Layer, error) {
+	for _, l := range Layers() {
+		if l.Name == name {
+			return l, nil
+		}
+	}
+	return Layer{}, field.Invalid("layer", "unknown layer %q", name)
+}
+
+// Parse reads a layer name and z/x/y from the text of a request path and
+// validates them.
+func Parse(layer, z, x, y string) (Layer, maptile.Tile, error) {
+	l, err := LookupLayer(layer)
+	if err != nil {
+		return l, maptile.Tile{}, err
+	}
+	var v [3]uint64
+	for i, c := range []struct{ name, s string }{{"z", z}, {"x", x}, {"y", y}} {
+		if v[i], err = strconv.ParseUint(c.s, 10, 32); err != nil {
+			return l, maptile.Tile{}, field.Invalid(c.name, "must be a non-negative integer")
+		}
+	}
+	if v[0] > 30 {
+		return l, maptile.Tile{}, field.Invalid("z", "must be in [%d, %d] for layer %s", l.MinZoom, l.MaxZoom, l.Name)
+	}
+	t := maptile.New(uint32(v[1]), uint32(v[2]), maptile.Zoom(v[0]))
+	return l, t, l.Validate(t)
+}
+
+// Validate returns a *field.Error if t is outside the layer's zoom range or
+// its x or y is outside [0, 2^z).
+func (l Layer) Validate(t maptile.Tile) error {
+	if int(t.Z) < l.MinZoom || int(t.Z) > l.MaxZoom {
+		return field.Invalid("z", "must be in [%d, %d] for layer %s", l.MinZoom, l.MaxZoom, l.Name)
+	}
+	n := uint64(1) << t.Z
+	if uint64(t.X) >= n {
+		return field.Invalid("x", "must be in [0, %d) at zoom %d", n, t.Z)
+	}
+	if uint64(t.Y) >= n {
+		return field.Invalid("y", "must be in [0, %d) at zoom %d", n, t.Z)
+	}
+	return nil
+}
+
+// resolution is the width in Web Mercator metres of one tile unit at zoom z:
+// the tolerance polygons are simplified to.
+func resolution(z maptile.Zoom) float64 {
+	return 2 * worldHalf / math.Exp2(float64(z)) / Extent
+}

@@ -1,0 +1,219 @@
+package tiles
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/paulmach/orb"
+	"github.com/paulmach/orb/encoding/mvt"
+	"github.com/paulmach/orb/maptile"
+
+	"github.com/tileapi/tileapi/field"
+	"github.com/tileapi/tileapi/internal/spatialtest"
+)
+
+func TestMain(m *testing.M) { spatialtest.Run(m) }
+
+// renderers returns both implementations over the bundled dataset.
+func renderers(t testing.TB) map[string]Renderer {
+	t.Helper()
+	pool, d := spatialtest.Loaded(t)
+	return map[string]Renderer{
+		"postgis": NewPostGIS(pool, 5*time.Second),
+		"memory":  NewMemory(d),
+	}
+}
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		layer, z, x, y string
+		field          string // "" for a valid tile
+	}{
+		{"places", "0", "0", "0", ""},
+		{"places", "14", "16383", "0", ""},
+		{"counties", "3", "1", "2", ""},
+		{"roads", "0", "0", "0", "layer"},
+		{"places", "1.5", "0", "0", "z"},
+		{"places", "-1", "0", "0", "z"},
+		{"places", "15", "0", "0", "z"},
+		{"places", "99999999999", "0", "0", "z"},
+		{"counties", "2", "0", "0", "z"},
+		{"countries", "11", "0", "0", "z"},
+		{"places", "2", "4", "0", "x"},
+		{"places", "2", "x", "0", "x"},
+		{"places", "2", "0", "4", "y"},
+	} {
+		t.Run(strings.Join([]string{tc.layer, tc.z, tc.x, tc.y}, "/"), func(t *testing.T) {
+			_, _, err := Parse(tc.layer, tc.z, tc.x, tc.y)
+			var fe *field.Error
+			switch {
+			case tc.field == "" && err != nil:
+				t.Fatalf("unexpected error %v", err)
+			case tc.field != "" && (!errors.As(err, &fe) || fe.Field != tc.field):
+				t.Fatalf("error %v, want a *field.Error for %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestMinPopulation(t *testing.T) {
+	places, _ := LookupLayer("places")
+	counties, _ := LookupLayer("counties")
+	for _, tc := range []struct {
+		l    Layer
+		z    int
+		want int64
+	}{
+		{places, 0, 1_000_000}, {places, 1, 1_000_000}, {places, 4, 100_000},
+		{places, 9, 5_000}, {places, 10, 0}, {places, 14, 0}, {counties, 5, 0},
+	} {
+		if got := tc.l.MinPopulation(tc.z); got != tc.want {
+			t.Errorf("%s at z%d: %d, want %d", tc.l.Name, tc.z, got, tc.want)
+		}
+	}
+}
+
+func TestTileJSON(t *testing.T) {
+	l, _ := LookupLayer("counties")
+	b, err := json.Marshal(l.TileJSON("https://example.com/tiles/counties/{z}/{x}/{y}.mvt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"tilejson":"3.0.0"`, `"tiles":["https://example.com/tiles/counties/{z}/{x}/{y}.mvt"]`,
+		`"minzoom":3`, `"maxzoom":14`, `"vector_layers":[{"id":"counties"`, `"attribution":"Places: `} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s lacks %s", b, want)
+		}
+	}
+	c := Catalog("/tiles/{layer}.json")
+	if len(c) != 3 || c[0].Name != "places" || c[2].TileJSON != "/tiles/counties.json" {
+		t.Errorf("catalog %+v", c)
+	}
+}
+
+// decode returns the ids of the features of the tile's only layer, which
+// must be named after l, and checks that every coordinate lies in the tile
+// plus its buffer.
+func decode(t *testing.T, l Layer, b []byte) map[uint64]bool {
+	t.Helper()
+	ids := map[uint64]bool{}
+	if len(b) == 0 {
+		return ids
+	}
+	layers, err := mvt.Unmarshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(layers) != 1 || layers[0].Name != l.Name || layers[0].Extent != Extent {
+		t.Fatalf("layers %v, want one named %s with extent %d", layers, l.Name, Extent)
+	}
+	limits := orb.Bound{Min: orb.Point{-Buffer, -Buffer}, Max: orb.Point{Extent + Buffer, Extent + Buffer}}
+	for _, f := range layers[0].Features {
+		id, ok := f.ID.(float64)
+		if !ok || f.Properties["name"] == nil {
+			t.Fatalf("feature id %v name %v", f.ID, f.Properties["name"])
+		}
+		if b := f.Geometry.Bound(); !limits.Contains(b.Min) || !limits.Contains(b.Max) {
+			t.Errorf("%s feature %v spans %v, beyond the tile and its buffer", l.Name, f.ID, b)
+		}
+		ids[uint64(id)] = true
+	}
+	return ids
+}
+
+func TestTile(t *testing.T) {
+	ctx := context.Background()
+	paris := maptile.At(orb.Point{2.3488, 48.85341}, 10)
+	la := maptile.At(orb.Point{-118.25, 34.05}, 8)
+	for name, r := range renderers(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, tc := range []struct {
+				layer    string
+				tile     maptile.Tile
+				want     uint64 // an id in the tile
+				min, max int    // bounds on the number of features
+			}{
+				{"places", maptile.New(0, 0, 0), 2988507, 300, 1000},
+				{"places", paris, 2988507, 10, 1000},
+				{"countries", maptile.New(0, 0, 0), 75, 200, 241}, // France is country 75
+				{"counties", la, 6037, 3, 30},                     // Los Angeles
+				{"counties", maptile.New(0, 0, 3), 0, 0, 0},       // the Pacific
+				{"places", maptile.New(8192, 8192, 14), 0, 0, 0},  // the Gulf of Guinea
+			} {
+				t.Run(tc.layer, func(t *testing.T) {
+					l, err := LookupLayer(tc.layer)
+					if err != nil {
+						t.Fatal(err)
+					}
+					b, err := r.Tile(ctx, l, tc.tile)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ids := decode(t, l, b)
+					if len(ids) < tc.min || len(ids) > tc.max || (tc.want != 0 && !ids[tc.want]) {
+						t.Errorf("%v: %d features, want %d to %d including %d", tc.tile, len(ids), tc.min, tc.max, tc.want)
+					}
+				})
+			}
+			l, _ := LookupLayer("counties")
+			_, err := r.Tile(ctx, l, maptile.New(0, 0, 1))
+			var fe *field.Error
+			if !errors.As(err, &fe) || fe.Field != "z" {
+				t.Errorf("z1 counties: error %v, want one for z", err)
+			}
+		})
+	}
+}
+
+func TestPostGISTimeout(t *testing.T) {
+	pool, _ := spatialtest.Loaded(t)
+	l, _ := LookupLayer("countries")
+	_, err := NewPostGIS(pool, time.Millisecond).Tile(context.Background(), l, maptile.New(0, 0, 0))
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "57014" {
+		t.Errorf("error %v, want a statement timeout (57014)", err)
+	}
+}
+
+// TestExplainUsesIndex checks that tile queries find their rows through the
+// GiST indexes on the Web Mercator geometries.
+func TestExplainUsesIndex(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := spatialtest.Loaded(t)
+	margin := float64(Buffer) / Extent
+	paris := maptile.At(orb.Point{2.3488, 48.85341}, 14)
+	la := maptile.At(orb.Point{-118.25, 34.05}, 10)
+	for _, tc := range []struct {
+		name, sql, index string
+		args             []any
+	}{
+		{"places z14", placesSQL, "places_geom_3857_idx", []any{14, int(paris.X), int(paris.Y), margin, Extent, Buffer, int64(0), 1000, "places"}},
+		{"counties z10", fencesSQL, "fences_geom_3857_idx", []any{10, int(la.X), int(la.Y), margin, Extent, Buffer, resolution(10), "county", 4000, "counties"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rows, err := pool.Query(ctx, "EXPLAIN "+tc.sql, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var plan []string
+			for rows.Next() {
+				var line string
+				if err := rows.Scan(&line); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, line)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if p := strings.Join(plan, "\n"); !strings.Contains(p, " on "+tc.index) && !strings.Contains(p, " using "+tc.index) {
+				t.Errorf("plan does not use %s:\n%s", tc.index, p)
+			}
+		})
+	}
+}
