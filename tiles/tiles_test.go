@@ -96,12 +96,12 @@ func TestTileJSON(t *testing.T) {
 	}
 }
 
-// decode returns the ids of the features of the tile's only layer, which
+// decode returns the geometries by id of the features of the tile's only layer, which
 // must be named after l, and checks that every coordinate lies in the tile
 // plus its buffer.
-func decode(t *testing.T, l Layer, b []byte) map[uint64]bool {
+func decode(t *testing.T, l Layer, b []byte) map[uint64]orb.Geometry {
 	t.Helper()
-	ids := map[uint64]bool{}
+	ids := map[uint64]orb.Geometry{}
 	if len(b) == 0 {
 		return ids
 	}
@@ -121,7 +121,7 @@ func decode(t *testing.T, l Layer, b []byte) map[uint64]bool {
 		if b := f.Geometry.Bound(); !limits.Contains(b.Min) || !limits.Contains(b.Max) {
 			t.Errorf("%s feature %v spans %v, beyond the tile and its buffer", l.Name, f.ID, b)
 		}
-		ids[uint64(id)] = true
+		ids[uint64(id)] = f.Geometry
 	}
 	return ids
 }
@@ -155,7 +155,7 @@ func TestTile(t *testing.T) {
 						t.Fatal(err)
 					}
 					ids := decode(t, l, b)
-					if len(ids) < tc.min || len(ids) > tc.max || (tc.want != 0 && !ids[tc.want]) {
+					if len(ids) < tc.min || len(ids) > tc.max || (tc.want != 0 && ids[tc.want] == nil) {
 						t.Errorf("%v: %d features, want %d to %d including %d", tc.tile, len(ids), tc.min, tc.max, tc.want)
 					}
 				})
