@@ -96,13 +96,8 @@ func (r *Redis) Peek(ctx context.Context, identity string, plan Plan) (Decision,
 }
 
 func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64, record bool) (Decision, error) {
-	keys := r.keys(identity)
-	args := make([]any, 0, 3+2*len(plan.Limits))
-	args = append(args, boolArg(record), cost, r.nowArg())
-	for _, l := range plan.Limits {
-		args = append(args, l.Window.Milliseconds(), l.Max)
-	}
-	reply, err := chargeScript.Run(ctx, r.client, keys[:], args...).Int64Slice()
+	keys := []string{r.key(identity)}
+	reply, err := chargeScript.Run(ctx, r.client, keys, r.chargeArgs(plan, cost, record)...).Int64Slice()
 	if err != nil {
 		return Decision{}, fmt.Errorf("quota: charge: %w", err)
 	}
@@ -114,6 +109,16 @@ func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64,
 		raw[i] = limitUsage{used: reply[3+3*i], oldest: reply[4+3*i], freeAt: reply[5+3*i]}
 	}
 	return decide(identity, plan, cost, reply[0] == 1, reply[1], reply[2], raw), nil
+}
+
+// chargeArgs returns the ARGV of charge.lua.
+func (r *Redis) chargeArgs(plan Plan, cost int64, record bool) []any {
+	args := make([]any, 0, 3+2*len(plan.Limits))
+	args = append(args, boolArg(record), cost, r.nowArg())
+	for _, l := range plan.Limits {
+		args = append(args, l.Window.Microseconds(), l.Max)
+	}
+	return args
 }
 
 // Refund removes an admitted charge. It reports whether it did: false means
@@ -137,8 +142,8 @@ func (r *Redis) settle(ctx context.Context, rc Receipt, actual int64) (Receipt, 
 	if err := checkSettle(rc, actual); err != nil {
 		return Receipt{}, false, err
 	}
-	keys := r.keys(rc.identity)
-	member, err := settleScript.Run(ctx, r.client, keys[:], rc.member, rc.at, actual).Text()
+	keys := []string{r.key(rc.identity)}
+	member, err := settleScript.Run(ctx, r.client, keys, rc.member, rc.at, actual).Text()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return Receipt{}, false, nil
@@ -152,18 +157,17 @@ func (r *Redis) settle(ctx context.Context, rc Receipt, actual int64) (Receipt, 
 
 // Reset forgets every charge of identity, under every plan.
 func (r *Redis) Reset(ctx context.Context, identity string) error {
-	keys := r.keys(identity)
-	if err := r.client.Del(ctx, keys[:]...).Err(); err != nil {
+	if err := r.client.Del(ctx, r.key(identity)).Err(); err != nil {
 		return fmt.Errorf("quota: reset: %w", err)
 	}
 	return nil
 }
 
-// keys returns the log and state keys of identity. Both carry the escaped
-// identity as their hash tag, so they share a Redis Cluster slot.
-func (r *Redis) keys(identity string) [2]string {
-	base := r.prefix + "{" + escapeIdentity(identity) + "}"
-	return [2]string{base + ":l", base + ":s"}
+// key returns the one key that holds identity's log and state. The escaped
+// identity is its hash tag, so any key added beside it for the same
+// identity would share its Redis Cluster slot.
+func (r *Redis) key(identity string) string {
+	return r.prefix + "{" + escapeIdentity(identity) + "}"
 }
 
 func (r *Redis) nowArg() string {
