@@ -1,0 +1,108 @@
+package quota_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/quota"
+)
+
+// A plan of 5 units per 10 seconds admits five unit charges, then denies the
+// sixth with the exact time at which it would fit.
+func ExampleMemory_Charge() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	store := quota.NewMemory(func() time.Time { return now })
+	plan, _ := quota.NewPlan("demo", quota.Limit{Name: "ten-seconds", Max: 5, Window: 10 * time.Second})
+
+	for i := range 6 {
+		d, _ := store.Charge(context.Background(), "api-key-1", plan, 1)
+		fmt.Printf("charge %d: allowed=%v remaining=%d retry-after=%v\n", i+1, d.Allowed, d.BindingLimit().Remaining, d.RetryAfter)
+		now = now.Add(time.Second)
+	}
+	// Output:
+	// charge 1: allowed=true remaining=4 retry-after=0s
+	// charge 2: allowed=true remaining=3 retry-after=0s
+	// charge 3: allowed=true remaining=2 retry-after=0s
+	// charge 4: allowed=true remaining=1 retry-after=0s
+	// charge 5: allowed=true remaining=0 retry-after=0s
+	// charge 6: allowed=false remaining=0 retry-after=5s
+}
+
+// Costs are weighted, and a charge must fit in every limit of the plan: a
+// charge denied by the burst limit is not recorded in the minute limit.
+func ExampleMemory_Charge_weighted() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	store := quota.NewMemory(func() time.Time { return now })
+	plan, _ := quota.NewPlan("free",
+		quota.Limit{Name: "burst", Max: 60, Window: 5 * time.Second},
+		quota.Limit{Name: "minute", Max: 300, Window: time.Minute})
+
+	for _, cost := range []int64{25, 25, 25} {
+		d, _ := store.Charge(context.Background(), "api-key-1", plan, cost)
+		fmt.Printf("cost %d: allowed=%v burst used=%d minute used=%d\n", cost, d.Allowed, d.Limits[0].Used, d.Limits[1].Used)
+	}
+	// Output:
+	// cost 25: allowed=true burst used=25 minute used=25
+	// cost 25: allowed=true burst used=50 minute used=50
+	// cost 25: allowed=false burst used=50 minute used=50
+}
+
+// A cost that no state of the plan could ever admit is an error, not a
+// denial: there is no time worth retrying at.
+func ExampleTooCostlyError() {
+	store := quota.NewMemory(nil)
+	plan, _ := quota.NewPlan("free", quota.PerMinute(300))
+
+	_, err := store.Charge(context.Background(), "api-key-1", plan, 500)
+	var tc *quota.TooCostlyError
+	fmt.Println(errors.As(err, &tc), tc.Cost, tc.Limit)
+	// Output: true 500 300 per 1m0s (minute)
+}
+
+// When the work turns out cheaper than charged, or fails, the charge is
+// settled down or refunded by its receipt.
+func ExampleMemory_Settle() {
+	ctx := context.Background()
+	store := quota.NewMemory(nil)
+	plan, _ := quota.NewPlan("free", quota.PerMinute(300))
+
+	d, _ := store.Charge(ctx, "api-key-1", plan, 40)
+	rc, _, _ := store.Settle(ctx, d.Receipt, 10)
+	u, _ := store.Peek(ctx, "api-key-1", plan)
+	fmt.Println("after settle:", u.Limits[0].Used)
+
+	store.Refund(ctx, rc)
+	u, _ = store.Peek(ctx, "api-key-1", plan)
+	fmt.Println("after refund:", u.Limits[0].Used)
+	// Output:
+	// after settle: 10
+	// after refund: 0
+}
+
+func ExampleLimit_String() {
+	fmt.Println(quota.PerSecond(10))
+	fmt.Println(quota.Limit{Name: "burst", Max: 60, Window: 5 * time.Second})
+	// Output:
+	// 10 per 1s (second)
+	// 60 per 5s (burst)
+}
+
+// With Redis, one limit holds across every process that shares the server
+// or cluster. A universal client serves either; with Addrs of several nodes
+// it is a cluster client.
+func ExampleNewRedis() {
+	client := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:6379"}})
+	defer client.Close()
+	store := quota.NewRedis(client)
+	plan, _ := quota.NewPlan("pro", quota.Limit{Name: "burst", Max: 200, Window: 5 * time.Second}, quota.PerMinute(2000))
+
+	d, err := store.Charge(context.Background(), "api-key-1", plan, 12)
+	if err != nil {
+		return // Redis is down: the caller's failure policy decides
+	}
+	fmt.Println(d.Allowed, d.BindingLimit().Remaining)
+}
