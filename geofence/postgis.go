@@ -57,7 +57,7 @@ func (s *PostGIS) Within(ctx context.Context, q WithinQuery) ([]Near, error) {
 	if err := q.Validate(); err != nil {
 		return nil, fmt.Errorf("geofence: within: %w", err)
 	}
-	rows, err := pgq.Query(ctx, s.db, s.timeout, withinSQL, []any{q.Lng, q.Lat, q.Radius, q.Limit},
+	rows, err := pgq.Query(ctx, s.db, s.timeout, pgq.AutoPlan, withinSQL, []any{q.Lng, q.Lat, q.Radius, q.Limit},
 		pgq.Structs[nearRow])
 	if err != nil {
 		return nil, fmt.Errorf("geofence: within: %w", err)
@@ -99,7 +99,7 @@ func (s *PostGIS) Contains(ctx context.Context, q ContainsQuery) ([]dataset.Fenc
 	if err := q.Validate(); err != nil {
 		return nil, fmt.Errorf("geofence: contains: %w", err)
 	}
-	rows, err := pgq.Query(ctx, s.db, s.timeout, containsSQL, []any{q.Lng, q.Lat, q.Geometry},
+	rows, err := pgq.Query(ctx, s.db, s.timeout, pgq.AutoPlan, containsSQL, []any{q.Lng, q.Lat, q.Geometry},
 		pgq.Structs[fenceRow])
 	if err != nil {
 		return nil, fmt.Errorf("geofence: contains: %w", err)

@@ -29,10 +29,12 @@ type Memory struct {
 	fences    map[dataset.Kind]*fenceIndex
 }
 
-// fenceIndex holds the fences of one kind, by id, in Web Mercator.
+// fenceIndex holds the fences of one kind, by id, in Web Mercator: in full
+// and simplified to the tolerance of lowZoom.
 type fenceIndex struct {
 	fences []dataset.Fence
 	merc   []orb.MultiPolygon
+	low    []orb.MultiPolygon
 	tree   rtree.RTreeGN[float64, int32]
 }
 
@@ -59,6 +61,7 @@ func NewMemory(d *dataset.Dataset) *Memory {
 		idx.tree.Insert(b.Min, b.Max, int32(len(idx.fences)))
 		idx.fences = append(idx.fences, f)
 		idx.merc = append(idx.merc, merc)
+		idx.low = append(idx.low, simplifyPolygons(orb.Clone(merc).(orb.MultiPolygon), tolerance(lowZoom)))
 	}
 	return m
 }
@@ -124,11 +127,14 @@ func (idx *fenceIndex) features(l Layer, t maptile.Tile, env, menv orb.Bound) []
 		return true
 	})
 	slices.Sort(hits) // fences are in id order
-	simplifier := simplify.DouglasPeucker(resolution(t.Z))
+	geoms := idx.merc
+	if t.Z <= lowZoom {
+		geoms = idx.low
+	}
 	var fs []*geojson.Feature
 	for _, i := range hits[:min(len(hits), l.MaxFeatures)] {
-		g := clip.MultiPolygon(menv, orb.Clone(idx.merc[i]).(orb.MultiPolygon))
-		g = tilePolygons(simplifier.MultiPolygon(g), env)
+		g := clip.MultiPolygon(menv, orb.Clone(geoms[i]).(orb.MultiPolygon))
+		g = tilePolygons(simplifyPolygons(g, tolerance(t.Z)), env)
 		if len(g) == 0 {
 			continue
 		}
@@ -138,6 +144,31 @@ func (idx *fenceIndex) features(l Layer, t maptile.Tile, env, menv orb.Bound) []
 		fs = append(fs, f)
 	}
 	return fs
+}
+
+// simplifyPolygons simplifies mp in place by Douglas-Peucker with the
+// tolerance, and drops the rings left with fewer than four points, and the
+// polygons whose exterior ring went, as ST_Simplify does.
+func simplifyPolygons(mp orb.MultiPolygon, tolerance float64) orb.MultiPolygon {
+	s := simplify.DouglasPeucker(tolerance)
+	out := mp[:0]
+	for _, p := range mp {
+		rings := p[:0]
+		for i, r := range p {
+			r = s.Ring(r)
+			if len(r) < 4 {
+				if i == 0 {
+					break
+				}
+				continue
+			}
+			rings = append(rings, r)
+		}
+		if len(rings) > 0 {
+			out = append(out, rings)
+		}
+	}
+	return out
 }
 
 // envelope is ST_TileEnvelope(z, x, y, margin => margin): the tile's box in

@@ -47,17 +47,20 @@ SELECT ST_AsMVT(f, $9, $5, 'geom', 'id') FROM f`
 
 // fencesSQL draws the fences of one kind whose boxes overlap the tile plus
 // its margin, found through fences_geom_3857_idx, each clipped to the margin
-// and simplified to the tile's resolution before ST_AsMVTGeom; fences that
-// vanish at this resolution are left out.
+// and simplified to simplifyUnits tile units before ST_AsMVTGeom; fences that
+// vanish at this resolution are left out. Up to lowZoom the geometry comes
+// from geom_3857_low, simplified in advance.
 // $1 z, $2 x, $3 y, $4 margin, $5 extent, $6 buffer, $7 simplification
-// tolerance in metres, $8 kind, $9 feature cap, $10 layer name.
+// tolerance in metres, $8 kind, $9 feature cap, $10 layer name, $11 lowZoom.
 const fencesSQL = `
 WITH t AS (
     SELECT ST_TileEnvelope($1, $2, $3) AS env,
            ST_TileEnvelope($1, $2, $3, margin => $4) AS menv
 ), f AS (
     SELECT c.id, c.name, c.kind, c.code,
-           ST_AsMVTGeom(ST_Simplify(ST_ClipByBox2D(c.geom_3857, t.menv), $7), t.env, $5, $6, true) AS geom
+           ST_AsMVTGeom(ST_Simplify(ST_ClipByBox2D(
+               CASE WHEN $1 <= $11 THEN c.geom_3857_low ELSE c.geom_3857 END, t.menv), $7),
+               t.env, $5, $6, true) AS geom
     FROM fences c, t
     WHERE c.geom_3857 && t.menv AND c.kind = $8
     ORDER BY c.id
@@ -76,9 +79,9 @@ func (s *PostGIS) Tile(ctx context.Context, l Layer, t maptile.Tile) ([]byte, er
 		l.MinPopulation(int(t.Z)), l.MaxFeatures, l.Name}
 	if l.kind != "" {
 		sql, args = fencesSQL, []any{int(t.Z), int(t.X), int(t.Y), margin, Extent, Buffer,
-			resolution(t.Z), string(l.kind), l.MaxFeatures, l.Name}
+			tolerance(t.Z), string(l.kind), l.MaxFeatures, l.Name, lowZoom}
 	}
-	mvt, err := pgq.Query(ctx, s.db, s.timeout, sql, args, func(rows pgx.Rows) ([]byte, error) {
+	mvt, err := pgq.Query(ctx, s.db, s.timeout, pgq.CustomPlan, sql, args, func(rows pgx.Rows) ([]byte, error) {
 		return pgx.CollectExactlyOneRow(rows, pgx.RowTo[[]byte])
 	})
 	if err != nil {

@@ -4,7 +4,7 @@
 // Each layer has a zoom range and a cap on features per tile. Places are
 // thinned by population at low zoom and the most populous are kept first;
 // polygons are clipped to the tile plus a margin and simplified to the
-// tile's resolution. Feature ids are the dataset's ids (geonameid, our
+// tile's resolution (see simplifyUnits). Feature ids are the dataset's ids (geonameid, our
 // country id, FIPS) and the MVT layer is named after the layer.
 //
 // Two renderers have the same method: PostGIS (ST_AsMVT) and Memory (orb),
@@ -163,8 +163,18 @@ func (l Layer) Validate(t maptile.Tile) error {
 	return nil
 }
 
-// resolution is the width in Web Mercator metres of one tile unit at zoom z:
-// the tolerance polygons are simplified to.
-func resolution(z maptile.Zoom) float64 {
-	return 2 * worldHalf / math.Exp2(float64(z)) / Extent
+// lowZoom is the highest zoom whose tiles draw fences from a copy simplified
+// in advance to that zoom's tolerance (see migration 00002).
+const lowZoom = 4
+
+// simplifyUnits is the tolerance, in tile units, to which polygons are
+// simplified: 4 of the tile's 4096 is half a pixel of the tile drawn at 512
+// pixels, its size on a high-density screen. Finer detail costs time to clip
+// and validate (a world tile of countries takes twice as long at 1 unit) and
+// cannot be seen.
+const simplifyUnits = 4
+
+// tolerance is the simplification tolerance in Web Mercator metres at zoom z.
+func tolerance(z maptile.Zoom) float64 {
+	return simplifyUnits * 2 * worldHalf / math.Exp2(float64(z)) / Extent
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,7 +141,7 @@ func TestTile(t *testing.T) {
 			}{
 				{"places", maptile.New(0, 0, 0), 2988507, 300, 1000},
 				{"places", paris, 2988507, 10, 1000},
-				{"countries", maptile.New(0, 0, 0), 75, 200, 241}, // France is country 75
+				{"countries", maptile.New(0, 0, 0), 75, 150, 241}, // France is country 75
 				{"counties", la, 6037, 3, 30},                     // Los Angeles
 				{"counties", maptile.New(0, 0, 3), 0, 0, 0},       // the Pacific
 				{"places", maptile.New(8192, 8192, 14), 0, 0, 0},  // the Gulf of Guinea
@@ -193,7 +194,7 @@ func TestExplainUsesIndex(t *testing.T) {
 		args             []any
 	}{
 		{"places z14", placesSQL, "places_geom_3857_idx", []any{14, int(paris.X), int(paris.Y), margin, Extent, Buffer, int64(0), 1000, "places"}},
-		{"counties z10", fencesSQL, "fences_geom_3857_idx", []any{10, int(la.X), int(la.Y), margin, Extent, Buffer, resolution(10), "county", 4000, "counties"}},
+		{"counties z10", fencesSQL, "fences_geom_3857_idx", []any{10, int(la.X), int(la.Y), margin, Extent, Buffer, tolerance(10), "county", 4000, "counties", lowZoom}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rows, err := pool.Query(ctx, "EXPLAIN "+tc.sql, tc.args...)
@@ -215,5 +216,22 @@ func TestExplainUsesIndex(t *testing.T) {
 				t.Errorf("plan does not use %s:\n%s", tc.index, p)
 			}
 		})
+	}
+}
+
+// TestLowZoomTolerance checks that migration 00002 simplifies the fences'
+// low-zoom copy to the tolerance the renderers expect.
+func TestLowZoomTolerance(t *testing.T) {
+	pool, _ := spatialtest.Loaded(t)
+	var expr string
+	err := pool.QueryRow(context.Background(), `
+SELECT pg_get_expr(d.adbin, d.adrelid)
+FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+WHERE d.adrelid = 'fences'::regclass AND a.attname = 'geom_3857_low'`).Scan(&expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strconv.FormatFloat(tolerance(lowZoom), 'g', -1, 64); !strings.Contains(expr, want) {
+		t.Errorf("geom_3857_low is %s, want a tolerance of %s", expr, want)
 	}
 }

@@ -30,7 +30,7 @@ func TestRun(t *testing.T) {
 		{"no command", []string{"tileapi"}, env(""), "", "usage"},
 		{"unknown command", []string{"tileapi", "fly"}, env(""), "", `unknown command "fly"`},
 		{"no database", []string{"tileapi", "migrate"}, env(""), "", "no database"},
-		{"migrate from the environment", []string{"tileapi", "migrate"}, env(dbURL), "applied 1 migrations", ""},
+		{"migrate from the environment", []string{"tileapi", "migrate"}, env(dbURL), "applied 2 migrations", ""},
 		{"migrate again", []string{"tileapi", "migrate", "-database-url", dbURL}, env(""), "applied 0 migrations", ""},
 		{"load", []string{"tileapi", "load"}, env(dbURL), "loaded 135233 places, 241 countries, 3231 counties", ""},
 	} {

@@ -16,24 +16,41 @@ type DB interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// setTimeoutSQL is SET LOCAL statement_timeout with a parameter: the setting
-// lasts until the end of the pipeline's implicit transaction, so it covers
-// the query queued after it and nothing else on the pooled connection.
-const setTimeoutSQL = `SELECT set_config('statement_timeout', $1, true)`
+// Plan is a value of plan_cache_mode: how PostgreSQL plans a prepared
+// statement (pgx prepares and caches every statement).
+type Plan string
+
+// The plans a query may ask for.
+const (
+	// AutoPlan lets PostgreSQL switch to a generic plan once it costs no
+	// more than the custom ones: for queries whose best plan does not depend
+	// on the parameters' values.
+	AutoPlan Plan = "auto"
+	// CustomPlan plans every execution for its values, for queries whose
+	// best plan does (a tile's population threshold and size).
+	CustomPlan Plan = "force_custom_plan"
+)
+
+// settingsSQL is SET LOCAL statement_timeout and plan_cache_mode with
+// parameters: the settings last until the end of the pipeline's implicit
+// transaction, so they cover the query queued after them and nothing else on
+// the pooled connection.
+const settingsSQL = `SELECT set_config('statement_timeout', $1, true), set_config('plan_cache_mode', $2, true)`
 
 // Query sends sql with args in one pipeline after setting statement_timeout
-// to timeout (at least a millisecond), and passes its rows to collect, which
-// must read or close them (pgx.CollectRows does). The query is cancelled when
-// ctx is done or the server's timeout fires, whichever comes first.
-func Query[T any](ctx context.Context, db DB, timeout time.Duration, sql string, args []any, collect func(pgx.Rows) (T, error)) (T, error) {
+// to timeout (at least a millisecond) and plan_cache_mode to plan, and passes
+// its rows to collect, which must read or close them (pgx.CollectRows does).
+// The query is cancelled when ctx is done or the server's timeout fires,
+// whichever comes first.
+func Query[T any](ctx context.Context, db DB, timeout time.Duration, plan Plan, sql string, args []any, collect func(pgx.Rows) (T, error)) (T, error) {
 	var zero T
 	b := &pgx.Batch{}
-	b.Queue(setTimeoutSQL, strconv.FormatInt(max(timeout.Milliseconds(), 1), 10))
+	b.Queue(settingsSQL, strconv.FormatInt(max(timeout.Milliseconds(), 1), 10), string(plan))
 	b.Queue(sql, args...)
 	br := db.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		br.Close()
-		return zero, fmt.Errorf("set statement_timeout: %w", err)
+		return zero, fmt.Errorf("set statement_timeout and plan_cache_mode: %w", err)
 	}
 	rows, err := br.Query()
 	if err != nil {

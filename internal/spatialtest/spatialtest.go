@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -136,4 +138,23 @@ func newSchema(ctx context.Context, base string) (string, func(), error) {
 		_, _ = conn.Exec(ctx, "DROP SCHEMA "+name+" CASCADE")
 	}
 	return u.String(), drop, nil
+}
+
+// Measure runs op b.N times and reports, beside the mean, the median and
+// the slowest run in milliseconds (p50-ms, max-ms).
+func Measure(b *testing.B, op func() error) {
+	b.Helper()
+	times := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+		times = append(times, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2])/1e6, "p50-ms")
+	b.ReportMetric(float64(times[len(times)-1])/1e6, "max-ms")
 }
