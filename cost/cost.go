@@ -1,0 +1,109 @@
+// Package cost prices requests in quota units. It is pure arithmetic: no
+// I/O, no knowledge of HTTP or of the quota store.
+//
+// A radius search costs in proportion to the area it searches; a tile costs
+// more the lower its zoom, since it covers four times the ground of a tile
+// one zoom in; a tile served from the cache costs a fraction of a rendered
+// one. Every price is at least one unit.
+package cost
+
+import (
+	"fmt"
+	"math"
+)
+
+// Model is how one plan prices requests.
+type Model struct {
+	// RadiusUnit is r0, the radius in metres whose search costs one unit: a
+	// search of radius r costs ceil((r / r0)^2).
+	RadiusUnit float64 `json:"radius_unit_m"`
+	// Tiles prices a tile of each layer; a layer not listed costs Flat.
+	Tiles map[string]TileModel `json:"tiles"`
+	// HitDivisor divides the price of a tile served from the cache (rounded
+	// up, at least one unit).
+	HitDivisor int64 `json:"hit_divisor"`
+	// Flat is the price of every other metered request: contains, TileJSON,
+	// the catalog.
+	Flat int64 `json:"flat"`
+}
+
+// TileModel prices the tiles of one layer: a tile at zoom z costs
+// 4^(RefZoom - z) units, the area it covers in tiles of RefZoom, at least
+// one and at most Max.
+type TileModel struct {
+	RefZoom int   `json:"ref_zoom"`
+	Max     int64 `json:"max"`
+}
+
+// Validate reports a model that would price anything below one unit or not
+// at all.
+func (m Model) Validate() error {
+	switch {
+	case !(m.RadiusUnit > 0) || math.IsInf(m.RadiusUnit, 0):
+		return fmt.Errorf("cost: radius_unit_m %v must be a positive number", m.RadiusUnit)
+	case m.HitDivisor < 1:
+		return fmt.Errorf("cost: hit_divisor %d must be at least 1", m.HitDivisor)
+	case m.Flat < 1:
+		return fmt.Errorf("cost: flat %d must be at least 1", m.Flat)
+	}
+	for layer, t := range m.Tiles {
+		if t.Max < 1 || t.RefZoom < 0 || t.RefZoom > 30 {
+			return fmt.Errorf("cost: tiles %q: ref_zoom must be in [0, 30] and max at least 1", layer)
+		}
+	}
+	return nil
+}
+
+// Radius returns the price of searching within r metres: ceil((r/r0)^2),
+// at least 1.
+func (m Model) Radius(r float64) int64 {
+	x := r / m.RadiusUnit
+	return max(1, int64(math.Ceil(x*x)))
+}
+
+// LargestRadius returns the largest radius, in whole metres, whose search
+// costs at most budget units; 0 if none does.
+func (m Model) LargestRadius(budget int64) float64 {
+	if budget < 1 {
+		return 0
+	}
+	r := math.Floor(m.RadiusUnit * math.Sqrt(float64(budget)))
+	for r > 0 && m.Radius(r) > budget { // guard against rounding up
+		r--
+	}
+	return r
+}
+
+// Tile returns the price of rendering a tile of layer at zoom z.
+func (m Model) Tile(layer string, z int) int64 {
+	t, ok := m.Tiles[layer]
+	if !ok {
+		return m.Flat
+	}
+	d := t.RefZoom - z
+	if d <= 0 {
+		return 1
+	}
+	if d >= 31 { // 4^31 overflows; any cap is below it
+		return t.Max
+	}
+	return min(t.Max, int64(1)<<(2*d))
+}
+
+// CachedTile returns the price of a tile served from the cache: the price
+// of rendering it divided by HitDivisor, rounded up.
+func (m Model) CachedTile(layer string, z int) int64 {
+	miss := m.Tile(layer, z)
+	return max(1, (miss+m.HitDivisor-1)/m.HitDivisor)
+}
+
+// LowestZoom returns the lowest zoom in [minZoom, maxZoom] at which a tile
+// of layer costs at most budget units to render, and false if none does.
+func (m Model) LowestZoom(layer string, minZoom, maxZoom int, budget int64) (int, bool) {
+	for z := minZoom; z <= maxZoom; z++ {
+		if m.Tile(layer, z) <= budget {
+			return z, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,137 @@
+package cost
+
+import (
+	"fmt"
+	"testing"
+)
+
+var model = Model{
+	RadiusUnit: 2000,
+	Tiles: map[string]TileModel{
+		"places":    {RefZoom: 10, Max: 16},
+		"countries": {RefZoom: 4, Max: 8},
+	},
+	HitDivisor: 4,
+	Flat:       1,
+}
+
+func TestRadius(t *testing.T) {
+	tests := []struct {
+		r    float64
+		want int64
+	}{
+		{1, 1},       // at least one unit
+		{2000, 1},    // r0 costs one
+		{2001, 2},    // rounded up
+		{4000, 4},    // twice the radius, four times the area
+		{5000, 7},    // 6.25 -> 7
+		{10_000, 25}, // 25
+		{100_000, 2500},
+	}
+	for _, tc := range tests {
+		if got := model.Radius(tc.r); got != tc.want {
+			t.Errorf("Radius(%v) = %d, want %d", tc.r, got, tc.want)
+		}
+	}
+}
+
+func TestLargestRadius(t *testing.T) {
+	for _, budget := range []int64{1, 2, 7, 25, 60, 100, 600, 1000} {
+		r := model.LargestRadius(budget)
+		if model.Radius(r) > budget {
+			t.Errorf("LargestRadius(%d) = %v costs %d", budget, r, model.Radius(r))
+		}
+		if model.Radius(r+1) <= budget {
+			t.Errorf("LargestRadius(%d) = %v, but %v also fits", budget, r, r+1)
+		}
+	}
+	if r := model.LargestRadius(0); r != 0 {
+		t.Errorf("LargestRadius(0) = %v, want 0", r)
+	}
+}
+
+func TestTile(t *testing.T) {
+	tests := []struct {
+		layer     string
+		z         int
+		miss, hit int64
+	}{
+		{"places", 14, 1, 1},
+		{"places", 10, 1, 1},
+		{"places", 9, 4, 1},
+		{"places", 8, 16, 4},
+		{"places", 0, 16, 4}, // capped
+		{"countries", 4, 1, 1},
+		{"countries", 3, 4, 1},
+		{"countries", 0, 8, 2},
+		{"unknown", 0, 1, 1}, // flat
+	}
+	for _, tc := range tests {
+		if got := model.Tile(tc.layer, tc.z); got != tc.miss {
+			t.Errorf("Tile(%s, %d) = %d, want %d", tc.layer, tc.z, got, tc.miss)
+		}
+		if got := model.CachedTile(tc.layer, tc.z); got != tc.hit {
+			t.Errorf("CachedTile(%s, %d) = %d, want %d", tc.layer, tc.z, got, tc.hit)
+		}
+	}
+	// A deep reference zoom must not overflow.
+	deep := Model{RadiusUnit: 1, HitDivisor: 1, Flat: 1, Tiles: map[string]TileModel{"x": {RefZoom: 30, Max: 1 << 40}}}
+	if got := deep.Tile("x", 0); got != 1<<40 {
+		t.Errorf("Tile at 30 zooms below the reference = %d, want the cap", got)
+	}
+}
+
+func TestLowestZoom(t *testing.T) {
+	if z, ok := model.LowestZoom("places", 0, 14, 4); !ok || z != 9 {
+		t.Errorf("LowestZoom(places, budget 4) = %d, %v; want 9", z, ok)
+	}
+	if z, ok := model.LowestZoom("places", 0, 14, 100); !ok || z != 0 {
+		t.Errorf("LowestZoom(places, budget 100) = %d, %v; want 0", z, ok)
+	}
+	if _, ok := model.LowestZoom("places", 0, 14, 0); ok {
+		t.Error("LowestZoom with no budget found a zoom")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	if err := model.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []Model{
+		{RadiusUnit: 0, HitDivisor: 1, Flat: 1},
+		{RadiusUnit: 1, HitDivisor: 0, Flat: 1},
+		{RadiusUnit: 1, HitDivisor: 1, Flat: 0},
+		{RadiusUnit: 1, HitDivisor: 1, Flat: 1, Tiles: map[string]TileModel{"x": {RefZoom: 3, Max: 0}}},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
+}
+
+func ExampleModel_Radius() {
+	m := Model{RadiusUnit: 2000, HitDivisor: 4, Flat: 1}
+	for _, r := range []float64{500, 2000, 5000, 20_000} {
+		fmt.Printf("%6.0f m: %3d units\n", r, m.Radius(r))
+	}
+	fmt.Println("largest radius for 60 units:", m.LargestRadius(60), "m")
+	// Output:
+	//    500 m:   1 units
+	//   2000 m:   1 units
+	//   5000 m:   7 units
+	//  20000 m: 100 units
+	// largest radius for 60 units: 15491 m
+}
+
+func ExampleModel_Tile() {
+	m := Model{RadiusUnit: 2000, HitDivisor: 4, Flat: 1, Tiles: map[string]TileModel{"places": {RefZoom: 10, Max: 16}}}
+	for _, z := range []int{12, 10, 9, 8, 2} {
+		fmt.Printf("z%-2d miss %2d hit %d\n", z, m.Tile("places", z), m.CachedTile("places", z))
+	}
+	// Output:
+	// z12 miss  1 hit 1
+	// z10 miss  1 hit 1
+	// z9  miss  4 hit 1
+	// z8  miss 16 hit 4
+	// z2  miss 16 hit 4
+}

@@ -1,0 +1,203 @@
+// Package plans defines what each API key may spend: a plan's quota limits,
+// its largest radius and how it prices requests. Defaults are compiled in;
+// a JSON file can replace or add plans by name.
+package plans
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/tileapi/tileapi/cost"
+	"github.com/tileapi/tileapi/quota"
+)
+
+// Anonymous is the plan of requests that carry no API key.
+const Anonymous = "anonymous"
+
+// Plan is one plan.
+type Plan struct {
+	Name string
+	// Quota holds the limits every charge must fit in.
+	Quota quota.Plan
+	// MaxRadius is the largest radius, in metres, of a search.
+	MaxRadius float64
+	// Cost prices the plan's requests.
+	Cost cost.Model
+}
+
+// DefaultCost is the cost model of the compiled-in plans: a search of 2 km
+// costs one unit (5 km: 7, 10 km: 25, 20 km: 100); a tile costs one unit at
+// or above its layer's reference zoom and four times more each zoom out, up
+// to the layer's cap; a cached tile a quarter of that; anything else one.
+func DefaultCost() cost.Model {
+	return cost.Model{
+		RadiusUnit: 2000,
+		Tiles: map[string]cost.TileModel{
+			"places":    {RefZoom: 10, Max: 16},
+			"counties":  {RefZoom: 8, Max: 16},
+			"countries": {RefZoom: 4, Max: 8},
+		},
+		HitDivisor: 4,
+		Flat:       1,
+	}
+}
+
+// Defaults returns the compiled-in plans.
+func Defaults() Set {
+	plan := func(name string, burst, minute int64, maxRadius float64) Plan {
+		return Plan{
+			Name: name,
+			Quota: quota.Plan{Name: name, Limits: []quota.Limit{
+				{Name: "burst", Max: burst, Window: 5 * time.Second},
+				{Name: "minute", Max: minute, Window: time.Minute},
+			}},
+			MaxRadius: maxRadius,
+			Cost:      DefaultCost(),
+		}
+	}
+	s, err := newSet([]Plan{
+		plan(Anonymous, 30, 120, 5_000),
+		plan("free", 100, 600, 20_000),
+		plan("pro", 1000, 12_000, 50_000),
+	})
+	if err != nil {
+		panic(err) // the compiled-in plans are valid: TestDefaults
+	}
+	return s
+}
+
+// Set is a validated set of plans.
+type Set struct {
+	byName map[string]Plan
+	names  []string
+}
+
+// Lookup returns the plan called name.
+func (s Set) Lookup(name string) (Plan, bool) {
+	p, ok := s.byName[name]
+	return p, ok
+}
+
+// Names returns the plans' names, sorted.
+func (s Set) Names() []string { return slices.Clone(s.names) }
+
+// All returns the plans, sorted by name.
+func (s Set) All() []Plan {
+	ps := make([]Plan, len(s.names))
+	for i, n := range s.names {
+		ps[i] = s.byName[n]
+	}
+	return ps
+}
+
+func newSet(ps []Plan) (Set, error) {
+	s := Set{byName: make(map[string]Plan, len(ps))}
+	for _, p := range ps {
+		if err := p.validate(); err != nil {
+			return Set{}, err
+		}
+		if _, dup := s.byName[p.Name]; !dup {
+			s.names = append(s.names, p.Name)
+		}
+		s.byName[p.Name] = p
+	}
+	slices.Sort(s.names)
+	return s, nil
+}
+
+func (p Plan) validate() error {
+	if p.Name == "" || p.Name != p.Quota.Name {
+		return fmt.Errorf("plans: plan %q: the name is empty or differs from its quota's", p.Name)
+	}
+	if err := p.Quota.Validate(); err != nil {
+		return fmt.Errorf("plans: plan %q: %w", p.Name, err)
+	}
+	if !(p.MaxRadius > 0) {
+		return fmt.Errorf("plans: plan %q: max_radius_m must be positive", p.Name)
+	}
+	if err := p.Cost.Validate(); err != nil {
+		return fmt.Errorf("plans: plan %q: %w", p.Name, err)
+	}
+	return nil
+}
+
+// File is the JSON form of a plans file:
+//
+//	{"plans": [{"name": "free", "max_radius_m": 20000,
+//	            "limits": [{"name": "burst", "max": 100, "window": "5s"},
+//	                       {"name": "minute", "max": 600, "window": "1m"}],
+//	            "cost": {"radius_unit_m": 2000, "hit_divisor": 4, "flat": 1,
+//	                     "tiles": {"places": {"ref_zoom": 10, "max": 16}}}}]}
+//
+// A plan without "cost" takes DefaultCost.
+type File struct {
+	Plans []FilePlan `json:"plans"`
+}
+
+// FilePlan is one plan of a File.
+type FilePlan struct {
+	Name      string      `json:"name"`
+	MaxRadius float64     `json:"max_radius_m"`
+	Limits    []FileLimit `json:"limits"`
+	Cost      *cost.Model `json:"cost,omitempty"`
+}
+
+// FileLimit is one limit of a FilePlan; Window is a Go duration ("5s",
+// "1m", "1h30m").
+type FileLimit struct {
+	Name   string `json:"name"`
+	Max    int64  `json:"max"`
+	Window string `json:"window"`
+}
+
+// Load returns the compiled-in plans, with those of the JSON file at path
+// replacing or adding plans of the same name. An empty path means the
+// defaults alone.
+func Load(path string) (Set, error) {
+	defaults := Defaults()
+	if path == "" {
+		return defaults, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Set{}, fmt.Errorf("plans: %w", err)
+	}
+	var f File
+	if err := json.Unmarshal(b, &f); err != nil {
+		return Set{}, fmt.Errorf("plans: %s: %w", path, err)
+	}
+	if len(f.Plans) == 0 {
+		return Set{}, fmt.Errorf("plans: %s: no plans", path)
+	}
+	ps := defaults.All()
+	for _, fp := range f.Plans {
+		p, err := fp.plan()
+		if err != nil {
+			return Set{}, fmt.Errorf("plans: %s: %w", path, err)
+		}
+		ps = append(ps, p)
+	}
+	return newSet(ps)
+}
+
+func (fp FilePlan) plan() (Plan, error) {
+	p := Plan{Name: fp.Name, MaxRadius: fp.MaxRadius, Cost: DefaultCost(), Quota: quota.Plan{Name: fp.Name}}
+	if fp.Cost != nil {
+		p.Cost = *fp.Cost
+	}
+	for _, l := range fp.Limits {
+		w, err := time.ParseDuration(l.Window)
+		if err != nil {
+			return Plan{}, fmt.Errorf("plan %q: limit %q: window: %w", fp.Name, l.Name, err)
+		}
+		p.Quota.Limits = append(p.Quota.Limits, quota.Limit{Name: l.Name, Max: l.Max, Window: w})
+	}
+	if fp.Name == "" {
+		return Plan{}, errors.New("a plan has no name")
+	}
+	return p, nil
+}
