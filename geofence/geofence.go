@@ -22,20 +22,23 @@ import (
 
 // Limits of a Within query.
 const (
-	MaxRadius    = 100_000 // metres
+	// MaxRadius is the largest radius, in metres.
+	MaxRadius = 100_000
+	// DefaultLimit is the limit ParseWithin uses when none is given.
 	DefaultLimit = 50
-	MaxLimit     = 1000
+	// MaxLimit is the largest number of places one query returns.
+	MaxLimit = 1000
 )
 
-// Backend is what both implementations provide.
-type Backend interface {
+// backend is the method set both implementations share.
+type backend interface {
 	Within(ctx context.Context, q WithinQuery) ([]Near, error)
 	Contains(ctx context.Context, q ContainsQuery) ([]dataset.Fence, error)
 }
 
 var (
-	_ Backend = (*PostGIS)(nil)
-	_ Backend = (*Memory)(nil)
+	_ backend = (*PostGIS)(nil)
+	_ backend = (*Memory)(nil)
 )
 
 // WithinQuery asks for the places within Radius metres of a point on the

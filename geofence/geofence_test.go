@@ -17,10 +17,10 @@ import (
 func TestMain(m *testing.M) { spatialtest.Run(m) }
 
 // backends returns both implementations over the bundled dataset.
-func backends(t testing.TB) map[string]Backend {
+func backends(t testing.TB) map[string]backend {
 	t.Helper()
 	pool, d := spatialtest.Loaded(t)
-	return map[string]Backend{
+	return map[string]backend{
 		"postgis": NewPostGIS(pool, 5*time.Second),
 		"memory":  NewMemory(d),
 	}

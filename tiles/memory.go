@@ -79,8 +79,8 @@ func (m *Memory) Tile(ctx context.Context, l Layer, t maptile.Tile) ([]byte, err
 	var fs []*geojson.Feature
 	if l.kind == "" {
 		fs = m.placeFeatures(l, t, env, menv)
-	} else {
-		fs = m.fences[l.kind].features(l, t, env, menv)
+	} else if idx := m.fences[l.kind]; idx != nil {
+		fs = idx.features(l, t, env, menv)
 	}
 	if len(fs) == 0 {
 		return []byte{}, nil

@@ -23,11 +23,14 @@ import (
 	"github.com/tileapi/tileapi/field"
 )
 
-// Tile geometry: coordinates run over [0, Extent) inside the tile, and
-// features reach Buffer units beyond it on every side so that symbols and
-// strokes crossing a tile edge render on both tiles.
+// Tile geometry and media type.
 const (
+	// Extent is the size of a tile in tile units: coordinates inside the
+	// tile run over [0, Extent).
 	Extent = 4096
+	// Buffer is how many tile units features reach beyond the tile on every
+	// side, so that symbols and strokes crossing an edge render on both
+	// tiles. The tile queries read a margin of Buffer/Extent around the tile.
 	Buffer = 256
 	// MediaType is the Content-Type of a rendered tile.
 	MediaType = "application/vnd.mapbox-vector-tile"
@@ -37,14 +40,14 @@ const (
 // world runs over [-worldHalf, worldHalf] on both axes.
 const worldHalf = 20037508.342789244
 
-// Renderer is what both implementations provide.
-type Renderer interface {
+// renderer is the method set both implementations share.
+type renderer interface {
 	Tile(ctx context.Context, l Layer, t maptile.Tile) ([]byte, error)
 }
 
 var (
-	_ Renderer = (*PostGIS)(nil)
-	_ Renderer = (*Memory)(nil)
+	_ renderer = (*PostGIS)(nil)
+	_ renderer = (*Memory)(nil)
 )
 
 // Layer is one layer of the registry.

@@ -21,10 +21,10 @@ import (
 func TestMain(m *testing.M) { spatialtest.Run(m) }
 
 // renderers returns both implementations over the bundled dataset.
-func renderers(t testing.TB) map[string]Renderer {
+func renderers(t testing.TB) map[string]renderer {
 	t.Helper()
 	pool, d := spatialtest.Loaded(t)
-	return map[string]Renderer{
+	return map[string]renderer{
 		"postgis": NewPostGIS(pool, 5*time.Second),
 		"memory":  NewMemory(d),
 	}
