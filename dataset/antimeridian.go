@@ -5,13 +5,20 @@ import (
 	"github.com/paulmach/orb/clip"
 )
 
-// splitAntimeridian cuts the polygons of mp that cross the antimeridian into
-// a part on each side. In the source data such a polygon (the east of
-// Russia, part of Fiji) is a ring whose longitude jumps from about 180 to
-// -180 and back; read as planar geometry, as PostGIS and orb read it, the
-// jump draws edges across the whole map, and the polygon would cover a band
-// of latitude around the world. A ring that jumps once and does not come back
-// (Antarctica's, which runs along the map's edge) is left as it is.
+// splitAntimeridian makes the polygons of mp that cross the antimeridian
+// valid as planar geometry, which is how PostGIS and orb read them. In the
+// source data (converted from TopoJSON, which is spherical):
+//
+//   - a polygon that crosses the antimeridian (the east of Russia, part of
+//     Fiji) has a ring whose longitude jumps from about 180 to -180 and
+//     back. Read as planar, the jumps draw edges across the whole map and
+//     the polygon covers a band of latitude around the world. Its longitudes
+//     are made continuous, and it is cut into a part on each side.
+//   - a polygon around a pole (Antarctica) has a coastline ring that jumps
+//     once, and a ring that only runs along the pole's latitude. Read as
+//     planar, the coastline is a hole in a polygon of no area, and no point
+//     is inside. The coastline is closed through the pole along the map's
+//     edge, and the ring of no area is dropped.
 func splitAntimeridian(mp orb.MultiPolygon) orb.MultiPolygon {
 	out := make(orb.MultiPolygon, 0, len(mp))
 	for _, p := range mp {
@@ -40,31 +47,41 @@ func splitAntimeridian(mp orb.MultiPolygon) orb.MultiPolygon {
 }
 
 // unwrap returns p with the longitudes of each ring made continuous (each
-// jump of more than 180 degrees undone by adding or subtracting 360), and
-// whether any ring had such a jump and closes again after unwrapping.
+// jump of more than 180 degrees undone by adding or subtracting 360), rings
+// around a pole closed through it and rings along a pole dropped, and
+// whether any ring jumped at all.
 func unwrap(p orb.Polygon) (orb.Polygon, bool) {
 	crossed := false
-	u := make(orb.Polygon, len(p))
-	for i, r := range p {
-		u[i] = make(orb.Ring, len(r))
-		offset, jumps := 0.0, 0
+	u := make(orb.Polygon, 0, len(p))
+	for _, r := range p {
+		ur := make(orb.Ring, len(r), len(r)+3)
+		offset := 0.0
 		for j, pt := range r {
 			if j > 0 {
 				switch d := pt[0] - r[j-1][0]; {
 				case d > 180:
 					offset -= 360
-					jumps++
+					crossed = true
 				case d < -180:
 					offset += 360
-					jumps++
+					crossed = true
 				}
 			}
-			u[i][j] = orb.Point{pt[0] + offset, pt[1]}
+			ur[j] = orb.Point{pt[0] + offset, pt[1]}
 		}
 		if offset != 0 {
-			return p, false
+			b := ur.Bound()
+			if b.Max[1]-b.Min[1] < 0.01 {
+				continue // a ring along the pole's latitude, of no area
+			}
+			pole := 90.0
+			if b.Center()[1] < 0 {
+				pole = -90
+			}
+			first, last := ur[0], ur[len(ur)-1]
+			ur = append(ur, orb.Point{last[0], pole}, orb.Point{first[0], pole}, first)
 		}
-		crossed = crossed || jumps > 0
+		u = append(u, ur)
 	}
 	return u, crossed
 }

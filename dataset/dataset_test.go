@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paulmach/orb"
+	"github.com/paulmach/orb/planar"
+
 	"github.com/tileapi/tileapi/dataset"
 )
 
@@ -73,13 +76,20 @@ func TestReadPlaces(t *testing.T) {
 }
 
 // TestAntimeridian checks that Russia and Fiji are cut at the antimeridian
-// instead of spanning the map.
+// instead of spanning the map, and that Antarctica covers the South Pole.
 func TestAntimeridian(t *testing.T) {
 	d, err := dataset.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range d.Fences {
+		if f.Name == "Antarctica" {
+			for _, pt := range []orb.Point{{0, -89.99}, {0, -80}, {179.9, -85}, {-179.9, -85}} {
+				if !planar.MultiPolygonContains(f.Geometry, pt) {
+					t.Errorf("Antarctica does not contain %v", pt)
+				}
+			}
+		}
 		if f.Name != "Russia" && f.Name != "Fiji" {
 			continue
 		}

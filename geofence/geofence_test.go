@@ -137,6 +137,7 @@ func TestContains(t *testing.T) {
 				{"Chukotka east of the antimeridian", ContainsQuery{Lng: -175, Lat: 66}, []string{"country:Russia"}, false},
 				{"Alaska, in the band Russia's raw ring drew", ContainsQuery{Lng: -160, Lat: 68}, []string{"country:United States of America", "county:Northwest Arctic"}, false},
 				{"Fiji west of the antimeridian", ContainsQuery{Lng: -179.9, Lat: -16.8}, []string{"country:Fiji"}, false},
+				{"South Pole", ContainsQuery{Lng: 0, Lat: -89.99}, []string{"country:Antarctica"}, false},
 				{"open ocean", ContainsQuery{Lng: -30, Lat: 0}, nil, false},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
