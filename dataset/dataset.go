@@ -9,6 +9,8 @@
 package dataset
 
 import (
+	"bufio"
+	"bytes"
 	"compress/gzip"
 	"embed"
 	"encoding/csv"
@@ -37,7 +39,7 @@ const (
 )
 
 //go:embed data/*.gz
-var files embed.FS
+var bundledFiles embed.FS
 
 // Place is a populated place.
 type Place struct {
@@ -123,40 +125,77 @@ type Dataset struct {
 
 // Load parses the bundled dataset. It takes about a second.
 func Load() (*Dataset, error) {
+	return LoadFrom(Sources{})
+}
+
+// Source is a file that replaces one of the bundled dataset, in the same
+// format (see ReadPlaces and ReadFences), gzipped or not.
+type Source struct {
+	Name string // for error messages, such as the file's path
+	R    io.Reader
+}
+
+// Sources are the files that replace those of the bundled dataset; where one
+// is nil, the bundled file is used.
+type Sources struct {
+	Places, Countries, Counties *Source
+}
+
+// LoadFrom parses the bundled dataset with the files of s in place of the
+// bundled ones, the three files at once.
+func LoadFrom(s Sources) (*Dataset, error) {
 	var (
 		d                   Dataset
 		countries, counties []Fence
-		errs                [3]error
-		wg                  sync.WaitGroup
 	)
-	wg.Go(func() {
-		errs[0] = readGzip(placesFile, func(r io.Reader) (err error) { d.Places, err = ReadPlaces(r); return err })
-	})
-	wg.Go(func() {
-		errs[1] = readGzip(countriesFile, func(r io.Reader) (err error) { countries, err = ReadFences(r, Country); return err })
-	})
-	wg.Go(func() {
-		errs[2] = readGzip(countiesFile, func(r io.Reader) (err error) { counties, err = ReadFences(r, County); return err })
-	})
+	files := []struct {
+		bundled string
+		src     *Source
+		parse   func(io.Reader) error
+	}{
+		{placesFile, s.Places, func(r io.Reader) (err error) { d.Places, err = ReadPlaces(r); return err }},
+		{countriesFile, s.Countries, func(r io.Reader) (err error) { countries, err = ReadFences(r, Country); return err }},
+		{countiesFile, s.Counties, func(r io.Reader) (err error) { counties, err = ReadFences(r, County); return err }},
+	}
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Go(func() { errs[i] = parseSource(f.bundled, f.src, f.parse) })
+	}
 	wg.Wait()
-	if err := errors.Join(errs[:]...); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	d.Fences = append(countries, counties...)
 	return &d, nil
 }
 
-func readGzip(name string, parse func(io.Reader) error) error {
-	f, err := files.Open(name)
-	if err != nil {
-		return fmt.Errorf("dataset: %w", err)
+// parseSource parses src, or the bundled file where src is nil, through a
+// gzip reader where it starts with gzip's magic number.
+func parseSource(bundled string, src *Source, parse func(io.Reader) error) error {
+	name := bundled
+	var r io.Reader
+	if src != nil {
+		name, r = src.Name, src.R
+	} else {
+		f, err := bundledFiles.Open(bundled)
+		if err != nil {
+			return fmt.Errorf("dataset: %w", err)
+		}
+		defer f.Close()
+		r = f
 	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return fmt.Errorf("dataset: %s: %w", name, err)
+	br := bufio.NewReader(r)
+	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return fmt.Errorf("dataset: %s: %w", name, err)
+		}
+		r = zr
+	} else {
+		r = br
 	}
-	if err := parse(zr); err != nil {
+	if err := parse(r); err != nil {
 		return fmt.Errorf("dataset: %s: %w", name, err)
 	}
 	return nil

@@ -1,6 +1,8 @@
 package dataset_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"strings"
 	"testing"
 
@@ -99,5 +101,33 @@ func TestAntimeridian(t *testing.T) {
 				t.Errorf("%s has a polygon spanning %v", f.Name, b)
 			}
 		}
+	}
+}
+
+func TestLoadFrom(t *testing.T) {
+	var counties bytes.Buffer
+	zw := gzip.NewWriter(&counties)
+	zw.Write([]byte(`{"type":"FeatureCollection","features":[{"type":"Feature","id":"99001","properties":{"name":"Square"},` +
+		`"geometry":{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1],[0,0]]]}}]}`))
+	zw.Close()
+	d, err := dataset.LoadFrom(dataset.Sources{
+		Places: &dataset.Source{Name: "mine.csv", R: strings.NewReader(
+			"geonameid,name,country,admin_code,feature_code,population,lon,lat\n1,One,XX,01,PPL,10,0.5,0.5\n")},
+		Counties: &dataset.Source{Name: "mine.geojson.gz", R: &counties},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[dataset.Kind]int{}
+	for _, f := range d.Fences {
+		kinds[f.Kind]++
+	}
+	if len(d.Places) != 1 || kinds[dataset.Country] != 241 || kinds[dataset.County] != 1 {
+		t.Errorf("%d places, %v fences; want 1 place, 241 countries, 1 county", len(d.Places), kinds)
+	}
+
+	_, err = dataset.LoadFrom(dataset.Sources{Countries: &dataset.Source{Name: "bad.geojson", R: strings.NewReader("{")}})
+	if err == nil || !strings.Contains(err.Error(), "bad.geojson") {
+		t.Errorf("error %v, want one naming bad.geojson", err)
 	}
 }

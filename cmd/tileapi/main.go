@@ -2,7 +2,8 @@
 // spatial data, and manages its PostGIS database.
 //
 //	tileapi migrate [-database-url URL]   apply the schema migrations
-//	tileapi load [-database-url URL]      load the bundled dataset
+//	tileapi load [-database-url URL] [-places CSV] [-countries GEOJSON] [-counties GEOJSON]
+//	                                      load the bundled dataset, or your files in its formats
 package main
 
 import (
