@@ -1,0 +1,151 @@
+package keys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Postgres keeps keys in the api_keys table (migrations/00003_api_keys.sql)
+// as their hash and visible prefix, never their secret.
+type Postgres struct {
+	pool *pgxpool.Pool
+}
+
+// NewPostgres returns a Postgres on pool, whose database has the
+// migrations applied.
+func NewPostgres(pool *pgxpool.Pool) *Postgres {
+	return &Postgres{pool: pool}
+}
+
+// The columns every query returns, as a row.
+const keyColumns = `id, prefix, name, plan, created_at, revoked_at`
+
+const (
+	// addSQL inserts a key, or on a secret already registered returns that
+	// key: the no-op update makes RETURNING yield the existing row, also
+	// when a concurrent Add of the same secret commits first.
+	addSQL = `INSERT INTO api_keys (hash, prefix, name, plan) VALUES ($1, $2, $3, $4)
+ON CONFLICT (hash) DO UPDATE SET hash = api_keys.hash
+RETURNING ` + keyColumns
+	lookupSQL = `SELECT ` + keyColumns + ` FROM api_keys WHERE hash = $1`
+	listSQL   = `SELECT ` + keyColumns + ` FROM api_keys ORDER BY id`
+	getSQL    = `SELECT ` + keyColumns + ` FROM api_keys WHERE id = $1`
+	// revokeSQL keeps the first revocation time of a revoked key.
+	revokeSQL  = `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING ` + keyColumns
+	setPlanSQL = `UPDATE api_keys SET plan = $2 WHERE id = $1 RETURNING ` + keyColumns
+)
+
+// row is a key as the queries return it.
+type row struct {
+	ID        int64
+	Prefix    string
+	Name      string
+	Plan      string
+	CreatedAt time.Time
+	RevokedAt *time.Time // NULL while active
+}
+
+func (r row) key() Key {
+	k := Key{ID: r.ID, Prefix: r.Prefix, Name: r.Name, Plan: r.Plan, CreatedAt: r.CreatedAt.UTC()}
+	if r.RevokedAt != nil {
+		k.RevokedAt = r.RevokedAt.UTC()
+	}
+	return k
+}
+
+// Create makes a key with a new secret and returns it with the secret,
+// which is not stored and cannot be shown again.
+func (p *Postgres) Create(ctx context.Context, name, plan string) (Key, string, error) {
+	secret, err := Generate()
+	if err != nil {
+		return Key{}, "", err
+	}
+	// Two generated secrets never collide (256 random bits), so Add always
+	// inserts here.
+	k, err := p.Add(ctx, name, plan, secret)
+	return k, secret, err
+}
+
+// Add registers a key with the given secret, such as a demo key. If the
+// secret is already registered it returns that key unchanged, whatever
+// name and plan it is given.
+func (p *Postgres) Add(ctx context.Context, name, plan, secret string) (Key, error) {
+	k, err := p.one(ctx, addSQL, Hash(secret), PrefixOf(secret), name, plan)
+	if err != nil {
+		return Key{}, fmt.Errorf("keys: add: %w", err)
+	}
+	return k, nil
+}
+
+// Lookup returns the key whose secret has the given hash, revoked or not,
+// or ErrUnknown.
+func (p *Postgres) Lookup(ctx context.Context, hash []byte) (Key, error) {
+	k, err := p.one(ctx, lookupSQL, hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Key{}, ErrUnknown
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("keys: lookup: %w", err)
+	}
+	return k, nil
+}
+
+// List returns every key, revoked ones too, by id.
+func (p *Postgres) List(ctx context.Context) ([]Key, error) {
+	rows, _ := p.pool.Query(ctx, listSQL)
+	rs, err := pgx.CollectRows(rows, pgx.RowToStructByName[row])
+	if err != nil {
+		return nil, fmt.Errorf("keys: list: %w", err)
+	}
+	ks := make([]Key, len(rs))
+	for i, r := range rs {
+		ks[i] = r.key()
+	}
+	return ks, nil
+}
+
+// Get returns the key with the given id, or ErrNotFound.
+func (p *Postgres) Get(ctx context.Context, id int64) (Key, error) {
+	return p.byID(ctx, "get", getSQL, id)
+}
+
+// Revoke revokes the key with the given id and returns it; revoking a
+// revoked key keeps its first revocation time. It returns ErrNotFound if
+// there is no such key.
+func (p *Postgres) Revoke(ctx context.Context, id int64) (Key, error) {
+	return p.byID(ctx, "revoke", revokeSQL, id)
+}
+
+// SetPlan moves the key with the given id to plan and returns it, or
+// ErrNotFound.
+func (p *Postgres) SetPlan(ctx context.Context, id int64, plan string) (Key, error) {
+	return p.byID(ctx, "set plan", setPlanSQL, id, plan)
+}
+
+// byID runs query, whose $1 is id, for the operation op and returns the key
+// it yields, or ErrNotFound.
+func (p *Postgres) byID(ctx context.Context, op, query string, id int64, args ...any) (Key, error) {
+	k, err := p.one(ctx, query, append([]any{id}, args...)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Key{}, fmt.Errorf("%w: id %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("keys: %s %d: %w", op, id, err)
+	}
+	return k, nil
+}
+
+// one runs query and returns the one key it yields, or pgx.ErrNoRows.
+func (p *Postgres) one(ctx context.Context, query string, args ...any) (Key, error) {
+	rows, _ := p.pool.Query(ctx, query, args...)
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[row])
+	if err != nil {
+		return Key{}, err
+	}
+	return r.key(), nil
+}
