@@ -57,6 +57,9 @@ func NewMemory(d *dataset.Dataset) *Memory {
 			m.fences[f.Kind] = idx
 		}
 		merc := project.MultiPolygon(clip.MultiPolygon(limit, orb.Clone(f.Geometry).(orb.MultiPolygon)), project.WGS84.ToMercator)
+		if len(merc) == 0 {
+			continue // wholly beyond Web Mercator's limit: in no tile
+		}
 		b := merc.Bound()
 		idx.tree.Insert(b.Min, b.Max, int32(len(idx.fences)))
 		idx.fences = append(idx.fences, f)
