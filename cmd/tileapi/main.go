@@ -1,9 +1,12 @@
 // Command tileapi serves vector tiles and geofence queries over the bundled
-// spatial data, and manages its PostGIS database.
+// spatial data, every request metered by a cost-weighted quota, and manages
+// its PostGIS database and API keys.
 //
+//	tileapi [serve] [flags]               serve the API (see tileapi serve -h)
 //	tileapi migrate [-database-url URL]   apply the schema migrations
 //	tileapi load [-database-url URL] [-places CSV] [-countries GEOJSON] [-counties GEOJSON]
 //	                                      load the bundled dataset, or your files in its formats
+//	tileapi version                       print the version
 package main
 
 import (
@@ -27,17 +30,28 @@ func main() {
 	}
 }
 
+// version is set at build time: -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+func runVersion(_ context.Context, _ []string, _ func(string) string, stdout, _ io.Writer) error {
+	_, err := fmt.Fprintln(stdout, "tileapi", version)
+	return err
+}
+
 // command is one subcommand: args are those after its name.
 type command func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
 
 // run dispatches args[1] to its subcommand.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	commands := map[string]command{
+		"serve":   runServe,
 		"migrate": runMigrate,
 		"load":    runLoad,
+		"version": runVersion,
 	}
-	if len(args) < 2 {
-		return fmt.Errorf("usage: tileapi <command> [flags]; commands: %s", names(commands))
+	if len(args) < 2 || strings.HasPrefix(args[1], "-") {
+		// serve is the default: `tileapi` and `tileapi -addr :9000` serve.
+		args = append([]string{args[0], "serve"}, args[1:]...)
 	}
 	cmd, ok := commands[args[1]]
 	if !ok {

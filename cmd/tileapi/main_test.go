@@ -36,7 +36,7 @@ func TestRun(t *testing.T) {
 		out    string // a regular expression stdout must match
 		err    string // what the error must contain, "" for none
 	}{
-		{"no command", []string{"tileapi"}, env(""), "", "usage"},
+		{"version", []string{"tileapi", "version"}, env(""), `^tileapi dev\n$`, ""},
 		{"unknown command", []string{"tileapi", "fly"}, env(""), "", `unknown command "fly"`},
 		{"no database", []string{"tileapi", "migrate"}, env(""), "", "no database"},
 		{"migrate from the environment", []string{"tileapi", "migrate"}, env(dbURL), `^applied [1-9]\d* migrations\n$`, ""},

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/dataset"
+	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/httpapi"
+	"github.com/tileapi/tileapi/keys"
+	"github.com/tileapi/tileapi/plans"
+	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/tilecache"
+	"github.com/tileapi/tileapi/tiles"
+)
+
+// serveConfig is the configuration of `tileapi serve`: each flag defaults
+// to an environment variable (see the README's configuration reference).
+type serveConfig struct {
+	addr, redisURL, databaseURL, adminToken, plansFile, demoKeys string
+	trustedProxies, publicURL, quotaFailure, logLevel            string
+	anonymous, shadow                                            bool
+	quotaTimeout, keyCacheTTL, tileCacheTTL, queryTimeout        time.Duration
+	dbMaxConns                                                   int
+}
+
+func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
+	var c serveConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	var err error
+	dur := func(p *time.Duration, name, envName, def, usage string) {
+		d, perr := time.ParseDuration(env(envName, def))
+		if perr != nil {
+			err = errors.Join(err, fmt.Errorf("%s: %w", envName, perr))
+		}
+		fs.DurationVar(p, name, d, usage+" ($"+envName+")")
+	}
+	boolean := func(p *bool, name, envName string, def bool, usage string) {
+		v := def
+		if s := getenv(envName); s != "" {
+			v = s == "1" || strings.EqualFold(s, "true") || strings.EqualFold(s, "yes")
+		}
+		fs.BoolVar(p, name, v, usage+" ($"+envName+")")
+	}
+	fs.StringVar(&c.addr, "addr", env("TILEAPI_ADDR", ":8080"), "listen address ($TILEAPI_ADDR)")
+	fs.StringVar(&c.redisURL, "redis-url", getenv("REDIS_URL"), "Redis URL; redis://host:port/db for one node, redis://host:port?addr=host2:port2&addr=... for a cluster; empty: quotas in process ($REDIS_URL)")
+	fs.StringVar(&c.databaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL with PostGIS; empty: the bundled data in memory ($DATABASE_URL)")
+	fs.StringVar(&c.adminToken, "admin-token", getenv("TILEAPI_ADMIN_TOKEN"), "bearer token of the /admin API; empty disables it ($TILEAPI_ADMIN_TOKEN)")
+	fs.StringVar(&c.plansFile, "plans-file", getenv("TILEAPI_PLANS_FILE"), "JSON file of plans replacing or adding to the defaults ($TILEAPI_PLANS_FILE)")
+	fs.StringVar(&c.demoKeys, "demo-keys", getenv("TILEAPI_DEMO_KEYS"), "key:plan,... registered at start; default without a database: demo-free:free,demo-pro:pro ($TILEAPI_DEMO_KEYS)")
+	fs.StringVar(&c.trustedProxies, "trusted-proxies", getenv("TILEAPI_TRUSTED_PROXIES"), "comma-separated CIDRs whose X-Forwarded-For is believed ($TILEAPI_TRUSTED_PROXIES)")
+	fs.StringVar(&c.publicURL, "public-url", getenv("TILEAPI_PUBLIC_URL"), "scheme://host clients use, for TileJSON; default from each request ($TILEAPI_PUBLIC_URL)")
+	fs.StringVar(&c.quotaFailure, "quota-failure", env("TILEAPI_QUOTA_FAILURE", "open"), "when Redis fails: open (serve unmetered) or closed (503) ($TILEAPI_QUOTA_FAILURE)")
+	fs.StringVar(&c.logLevel, "log-level", env("TILEAPI_LOG_LEVEL", "info"), "debug, info, warn or error ($TILEAPI_LOG_LEVEL)")
+	boolean(&c.anonymous, "anonymous", "TILEAPI_ANONYMOUS", true, "serve requests without a key on the anonymous plan, by client IP")
+	boolean(&c.shadow, "shadow", "TILEAPI_SHADOW", false, "report quota decisions but never block")
+	dur(&c.quotaTimeout, "quota-timeout", "TILEAPI_QUOTA_TIMEOUT", "50ms", "time budget of one quota call")
+	dur(&c.keyCacheTTL, "key-cache-ttl", "TILEAPI_KEY_CACHE_TTL", "5s", "how long a key lookup is cached: a revoked key stops working within it")
+	dur(&c.tileCacheTTL, "tile-cache-ttl", "TILEAPI_TILE_CACHE_TTL", "1h", "how long a rendered tile is cached")
+	dur(&c.queryTimeout, "query-timeout", "TILEAPI_QUERY_TIMEOUT", "5s", "statement timeout of a spatial query")
+	fs.IntVar(&c.dbMaxConns, "db-max-conns", 10, "most database connections; keep it below the server's max_connections")
+	if err != nil {
+		return c, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if c.quotaFailure != "open" && c.quotaFailure != "closed" {
+		return c, fmt.Errorf("-quota-failure %q: want open or closed", c.quotaFailure)
+	}
+	return c, nil
+}
+
+// runServe serves the API until ctx is done, then shuts down gracefully.
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	c, err := parseServe(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	ps, err := plans.Load(c.plansFile)
+	if err != nil {
+		return err
+	}
+
+	cfg := httpapi.Config{
+		Plans: ps, NoAnonymous: !c.anonymous, FailClosed: c.quotaFailure == "closed", Shadow: c.shadow,
+		QuotaTimeout: c.quotaTimeout, AdminToken: c.adminToken, PublicURL: c.publicURL, Logger: log,
+	}
+	if c.trustedProxies != "" {
+		cfg.TrustedProxies = strings.Split(c.trustedProxies, ",")
+	}
+
+	// The quota and the tile cache: Redis, or this process.
+	if c.redisURL == "" {
+		cfg.Quota = quota.NewMemory(nil)
+		cfg.TileCache = tilecache.NewMemory(256<<20, c.tileCacheTTL)
+		log.Warn("no REDIS_URL: quotas are held in this process and hold per process only; run one process, or set REDIS_URL")
+	} else {
+		rdb, err := openRedis(c.redisURL)
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		cfg.Quota = quota.NewRedis(rdb)
+		cfg.TileCache = tilecache.NewRedis(rdb, "tileapi:tile:", c.tileCacheTTL)
+		cfg.Ready = append(cfg.Ready, httpapi.Check{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
+	}
+
+	// The spatial backend and the keys: PostGIS, or memory.
+	var store interface {
+		httpapi.KeyAdmin
+		Add(ctx context.Context, name, plan, secret string) (keys.Key, error)
+		Lookup(ctx context.Context, hash []byte) (keys.Key, error)
+	}
+	demoKeys := c.demoKeys
+	if c.databaseURL == "" {
+		start := time.Now()
+		d, err := dataset.Load()
+		if err != nil {
+			return err
+		}
+		cfg.Geofence, cfg.Tiles = geofence.NewMemory(d), tiles.NewMemory(d)
+		cfg.DataVersion = "embedded"
+		store = keys.NewMemory()
+		if demoKeys == "" {
+			demoKeys = "demo-free:free,demo-pro:pro"
+		}
+		log.Info("no DATABASE_URL: serving the bundled dataset from memory; keys live in memory",
+			"places", len(d.Places), "fences", len(d.Fences), "load_time", time.Since(start).Round(time.Millisecond))
+	} else {
+		pool, err := openPool(ctx, c.databaseURL, c.dbMaxConns)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		cfg.Geofence, cfg.Tiles = geofence.NewPostGIS(pool, c.queryTimeout), tiles.NewPostGIS(pool, c.queryTimeout)
+		if cfg.DataVersion, err = dataVersion(ctx, pool); err != nil {
+			return err
+		}
+		store = keys.NewPostgres(pool)
+		cfg.Ready = append(cfg.Ready, httpapi.Check{Name: "database", Ping: pool.Ping})
+	}
+	cfg.KeyAdmin = store
+	cfg.Keys = keys.NewResolver(store, c.keyCacheTTL)
+	if err := addDemoKeys(ctx, store, ps, demoKeys, stdout); err != nil {
+		return err
+	}
+
+	srv, err := httpapi.NewServer(cfg)
+	if err != nil {
+		return err
+	}
+	return listenAndServe(ctx, c.addr, srv, log)
+}
+
+// addDemoKeys registers "key:plan,..." and prints them: they are demo keys,
+// chosen to be shown.
+func addDemoKeys(ctx context.Context, store interface {
+	Add(ctx context.Context, name, plan, secret string) (keys.Key, error)
+}, ps plans.Set, spec string, stdout io.Writer) error {
+	if spec == "" {
+		return nil
+	}
+	for _, kv := range strings.Split(spec, ",") {
+		secret, plan, ok := strings.Cut(strings.TrimSpace(kv), ":")
+		if !ok || secret == "" {
+			return fmt.Errorf("TILEAPI_DEMO_KEYS: %q is not key:plan", kv)
+		}
+		if _, ok := ps.Lookup(plan); !ok {
+			return fmt.Errorf("TILEAPI_DEMO_KEYS: %q: unknown plan %q (plans: %s)", kv, plan, strings.Join(ps.Names(), ", "))
+		}
+		if _, err := store.Add(ctx, "demo "+plan, plan, secret); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "demo key %s (plan %s)\n", secret, plan)
+	}
+	return nil
+}
+
+func openRedis(url string) (redis.UniversalClient, error) {
+	if strings.Contains(url, "addr=") {
+		opt, err := redis.ParseClusterURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("REDIS_URL: %w", err)
+		}
+		return redis.NewClusterClient(opt), nil
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
+	}
+	return redis.NewClient(opt), nil
+}
+
+func openPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	cfg.MaxConns = int32(maxConns)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	return pool, nil
+}
+
+// dataVersion names the loaded data, so the tile cache never serves a tile
+// of data loaded before.
+func dataVersion(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	var v string
+	err := pool.QueryRow(ctx, dataVersionSQL).Scan(&v)
+	if err != nil {
+		return "", fmt.Errorf("database: data version (run tileapi migrate and tileapi load): %w", err)
+	}
+	return v, nil
+}
+
+const dataVersionSQL = `SELECT md5(count(*)::text || ':' || coalesce(sum(id), 0)::text || ':' || coalesce(sum(population), 0)::text) FROM places`
+
+// listenAndServe serves h on addr until ctx is done, then drains requests
+// for up to 10 seconds.
+func listenAndServe(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
+	srv := &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("serving", "addr", ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,253 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/tileapi/tileapi/field"
+
+	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/tiles"
+)
+
+// handleWithin serves GET /v1/geofence/within?lng=&lat=&radius=&limit=: the
+// places within radius metres, nearest first. The price grows with the
+// searched area.
+func (s *Server) handleWithin(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	q, err := geofence.ParseWithin(v.Get("lng"), v.Get("lat"), v.Get("radius"), v.Get("limit"))
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	c, err := s.identify(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if q.Radius > c.plan.MaxRadius {
+		p := newProblem(http.StatusUnprocessableEntity, "radius-exceeds-plan", "Radius larger than the plan allows",
+			fmt.Sprintf("radius %g m is above plan %q's maximum of %g m", q.Radius, c.plan.Name, c.plan.MaxRadius))
+		p.Field, p.MaxRadius = "radius", min(c.plan.MaxRadius, c.plan.Cost.LargestRadius(c.plan.Quota.MaxCost()))
+		writeProblem(w, p)
+		return
+	}
+	s.serve(w, r, c, metered{
+		route: "within",
+		cost:  c.plan.Cost.Radius(q.Radius),
+		fits: func(p *problem, budget int64) {
+			p.Field, p.MaxRadius = "radius", c.plan.Cost.LargestRadius(budget)
+		},
+		work: func(ctx context.Context) (*response, error) {
+			ns, err := s.cfg.Geofence.Within(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			return geoJSON(geofence.NearCollection(ns))
+		},
+	})
+}
+
+// handleContains serves GET /v1/geofence/contains?lng=&lat=[&geometry=true]:
+// the countries and counties that contain the point.
+func (s *Server) handleContains(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	q, err := geofence.ParseContains(v.Get("lng"), v.Get("lat"))
+	if err == nil {
+		q.Geometry, err = parseBool("geometry", v.Get("geometry"))
+	}
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	c, err := s.identify(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.serve(w, r, c, metered{
+		route: "contains",
+		cost:  c.plan.Cost.Flat,
+		work: func(ctx context.Context) (*response, error) {
+			fs, err := s.cfg.Geofence.Contains(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			return geoJSON(geofence.FenceCollection(fs))
+		},
+	})
+}
+
+// handleCatalog serves GET /v1/tiles: the layers, with their TileJSON URLs.
+func (s *Server) handleCatalog(w http.ResponseWriter, r *http.Request) {
+	c, err := s.identify(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	base := s.baseURL(r)
+	s.serve(w, r, c, metered{
+		route: "catalog",
+		cost:  c.plan.Cost.Flat,
+		work: func(context.Context) (*response, error) {
+			return jsonResponse(map[string]any{"layers": tiles.Catalog(base + "/v1/tiles/{layer}.json")})
+		},
+	})
+}
+
+// handleTileJSON serves GET /v1/tiles/{layer}.json: TileJSON 3.0.0.
+func (s *Server) handleTileJSON(w http.ResponseWriter, r *http.Request) {
+	l, err := tiles.LookupLayer(chi.URLParam(r, "layer"))
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	c, err := s.identify(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	base := s.baseURL(r)
+	s.serve(w, r, c, metered{
+		route: "tilejson",
+		cost:  c.plan.Cost.Flat,
+		work: func(context.Context) (*response, error) {
+			return jsonResponse(l.TileJSON(base + "/v1/tiles/" + l.Name + "/{z}/{x}/{y}.mvt"))
+		},
+	})
+}
+
+// handleTile serves GET /v1/tiles/{layer}/{z}/{x}/{y}.mvt (and .pbf). The
+// tile cache is consulted before pricing, so a cached tile is charged the
+// cheaper hit price; X-Tile-Cache says HIT or MISS.
+func (s *Server) handleTile(w http.ResponseWriter, r *http.Request) {
+	l, t, err := tiles.Parse(chi.URLParam(r, "layer"), chi.URLParam(r, "z"), chi.URLParam(r, "x"), chi.URLParam(r, "y"))
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	c, err := s.identify(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	key := fmt.Sprintf("%s/%s/%d/%d/%d", s.cfg.DataVersion, l.Name, t.Z, t.X, t.Y)
+	cached, hit, err := s.cfg.TileCache.Get(r.Context(), key)
+	if err != nil {
+		s.log.WarnContext(r.Context(), "tile cache read failed", "err", err)
+		hit = false
+	}
+	z := int(t.Z)
+	price, state := c.plan.Cost.Tile(l.Name, z), "MISS"
+	if hit {
+		price, state = c.plan.Cost.CachedTile(l.Name, z), "HIT"
+	}
+	s.metrics.tileCache.WithLabelValues(state).Inc()
+	s.serve(w, r, c, metered{
+		route: "tile",
+		cost:  price,
+		fits: func(p *problem, budget int64) {
+			if lz, ok := c.plan.Cost.LowestZoom(l.Name, l.MinZoom, l.MaxZoom, budget); ok {
+				p.Field, p.LowestZoom = "z", &lz
+			}
+		},
+		work: func(ctx context.Context) (*response, error) {
+			body := cached
+			if !hit {
+				var err error
+				if body, err = s.cfg.Tiles.Tile(ctx, l, t); err != nil {
+					return nil, err
+				}
+				if err := s.cfg.TileCache.Set(ctx, key, body); err != nil {
+					s.log.WarnContext(ctx, "tile cache write failed", "err", err)
+				}
+			}
+			sum := sha256.Sum256(body)
+			return &response{
+				contentType: tiles.MediaType,
+				body:        body,
+				etag:        `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`,
+				header: http.Header{
+					"X-Tile-Cache":  {state},
+					"Cache-Control": {"private, max-age=3600"},
+				},
+			}, nil
+		},
+	})
+}
+
+// handleQuota serves GET /v1/quota: the caller's usage of each limit of its
+// plan. It is not charged.
+func (s *Server) handleQuota(w http.ResponseWriter, r *http.Request) {
+	c, err := s.identify(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.QuotaTimeout)
+	defer cancel()
+	d, err := s.cfg.Quota.Peek(ctx, c.identity, c.plan.Quota)
+	if err != nil {
+		s.metrics.redisErrors.Inc()
+		p := newProblem(http.StatusServiceUnavailable, "quota-unavailable", "Quota service unavailable", "usage could not be read; retry shortly")
+		p.RetryAfterMS = 1000
+		writeProblem(w, p)
+		return
+	}
+	setQuotaHeaders(w.Header(), d)
+	writeJSON(w, http.StatusOK, usageOf(c.plan.Name, d))
+}
+
+// fail answers an error met before any charge.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	p := problemFor(err)
+	if p.Status >= 500 {
+		s.log.ErrorContext(r.Context(), "request failed", "err", err)
+	}
+	writeProblem(w, p)
+}
+
+func (s *Server) baseURL(r *http.Request) string {
+	if s.cfg.PublicURL != "" {
+		return s.cfg.PublicURL
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+func geoJSON(v any) (*response, error) {
+	resp, err := jsonResponse(v)
+	if err == nil {
+		resp.contentType = "application/geo+json"
+	}
+	return resp, err
+}
+
+func jsonResponse(v any) (*response, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: encode: %w", err)
+	}
+	return &response{contentType: "application/json", body: b}, nil
+}
+
+func parseBool(name, s string) (bool, error) {
+	if s == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, field.Invalid(name, "must be true or false")
+	}
+	return b, nil
+}

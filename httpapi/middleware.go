@@ -1,0 +1,90 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+)
+
+// clientIP stores the client's address for anonymous quotas: from
+// X-Forwarded-For only when the TCP peer is a trusted proxy, otherwise the
+// peer itself, so a client cannot pick its own budget by spoofing the header.
+func (s *Server) clientIP() func(http.Handler) http.Handler {
+	if len(s.cfg.TrustedProxies) == 0 {
+		return middleware.ClientIPFromRemoteAddr
+	}
+	return middleware.ClientIPFromXFF(s.cfg.TrustedProxies...)
+}
+
+type logKeyCtx struct{}
+
+// logNote carries what the handler learns for the access log.
+type logNote struct{ keyPrefix string }
+
+// setLogKey records the key prefix (never the key) for the access log.
+func setLogKey(ctx context.Context, prefix string) {
+	if n, ok := ctx.Value(logKeyCtx{}).(*logNote); ok {
+		n.keyPrefix = prefix
+	}
+}
+
+// logRequests writes one JSON log line per request and counts it by route
+// pattern and status.
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		note := &logNote{}
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), logKeyCtx{}, note)))
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		if route == "" {
+			route = "unmatched"
+		}
+		status := ww.Status()
+		if status == 0 {
+			status = http.StatusOK
+		}
+		s.metrics.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+		s.metrics.requestDuration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		level := slog.LevelInfo
+		if status >= 500 {
+			level = slog.LevelError
+		}
+		s.log.LogAttrs(r.Context(), level, "request",
+			slog.String("request_id", middleware.GetReqID(r.Context())),
+			slog.String("method", r.Method),
+			slog.String("route", route),
+			slog.Int("status", status),
+			slog.Duration("duration", time.Since(start)),
+			slog.String("key", note.keyPrefix),
+			slog.String("quota", ww.Header().Get(headerStatus)),
+			slog.String("cost", ww.Header().Get("X-RateLimit-Cost")),
+		)
+	})
+}
+
+// requireAdmin admits requests bearing the admin token, compared in
+// constant time; with no token configured the admin API does not exist.
+func (s *Server) requireAdmin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.AdminToken == "" || s.cfg.KeyAdmin == nil {
+			writeProblem(w, newProblem(http.StatusNotFound, "not-found", "Not found", "the admin API is disabled: set TILEAPI_ADMIN_TOKEN"))
+			return
+		}
+		auth := r.Header.Get("Authorization")
+		token, ok := strings.CutPrefix(auth, "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AdminToken)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tileapi-admin"`)
+			writeProblem(w, newProblem(http.StatusUnauthorized, "admin-token-required", "Admin token required", "send Authorization: Bearer <TILEAPI_ADMIN_TOKEN>"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,58 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// maxBodyBytes caps request bodies: only the admin API takes one, and a
+// small one.
+const maxBodyBytes = 64 << 10
+
+// routes declares every route of the service.
+func (s *Server) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID)
+	r.Use(s.clientIP())
+	r.Use(s.logRequests)
+	r.Use(middleware.Recoverer)
+	r.Use(middleware.RequestSize(maxBodyBytes))
+	r.Use(middleware.Compress(5, "application/json", "application/geo+json", "application/problem+json", "application/vnd.mapbox-vector-tile"))
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+		writeProblem(w, newProblem(http.StatusNotFound, "not-found", "Not found", "no such route; see /openapi.json"))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		writeProblem(w, newProblem(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", "see /openapi.json"))
+	})
+
+	// Never metered.
+	r.Get("/healthz", s.handleHealthz)
+	r.Get("/readyz", s.handleReadyz)
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	r.Get("/openapi.json", handleOpenAPI)
+
+	r.Route("/v1", func(r chi.Router) {
+		r.Get("/geofence/within", s.handleWithin)
+		r.Get("/geofence/contains", s.handleContains)
+		r.Get("/tiles", s.handleCatalog)
+		r.Get("/tiles/{layer}.json", s.handleTileJSON)
+		r.Get("/tiles/{layer}/{z}/{x}/{y}.mvt", s.handleTile)
+		r.Get("/tiles/{layer}/{z}/{x}/{y}.pbf", s.handleTile)
+		r.Get("/quota", s.handleQuota) // usage; not charged
+	})
+
+	r.Route("/admin", func(r chi.Router) {
+		r.Use(s.requireAdmin)
+		r.Post("/keys", s.handleCreateKey)
+		r.Get("/keys", s.handleListKeys)
+		r.Get("/keys/{id}", s.handleGetKey)
+		r.Delete("/keys/{id}", s.handleRevokeKey)
+		r.Put("/keys/{id}/plan", s.handleSetPlan)
+		r.Get("/keys/{id}/usage", s.handleKeyUsage)
+		r.Delete("/keys/{id}/usage", s.handleResetUsage)
+	})
+	return r
+}

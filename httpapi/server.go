@@ -1,0 +1,150 @@
+// Package httpapi is tileapi's HTTP interface: vector tiles and geofence
+// queries, each request identified by its API key, priced and charged to
+// its plan's quota before the work runs, and refunded if the work fails.
+//
+// Every route is declared in routes.go; errors become problem+json in one
+// place (problem.go); the metering of a request is in meter.go.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/paulmach/orb/maptile"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tileapi/tileapi/dataset"
+	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/keys"
+	"github.com/tileapi/tileapi/plans"
+	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/tiles"
+)
+
+// Quota is the quota store: quota.Redis or quota.Memory.
+type Quota interface {
+	Charge(ctx context.Context, identity string, plan quota.Plan, cost int64) (quota.Decision, error)
+	Peek(ctx context.Context, identity string, plan quota.Plan) (quota.Decision, error)
+	Refund(ctx context.Context, rc quota.Receipt) (bool, error)
+	Reset(ctx context.Context, identity string) error
+}
+
+// Geofence answers radius and containment queries: geofence.PostGIS or
+// geofence.Memory.
+type Geofence interface {
+	Within(ctx context.Context, q geofence.WithinQuery) ([]geofence.Near, error)
+	Contains(ctx context.Context, q geofence.ContainsQuery) ([]dataset.Fence, error)
+}
+
+// Tiles renders vector tiles: tiles.PostGIS or tiles.Memory.
+type Tiles interface {
+	Tile(ctx context.Context, l tiles.Layer, t maptile.Tile) ([]byte, error)
+}
+
+// TileCache holds rendered tiles: tilecache.Redis or tilecache.Memory.
+type TileCache interface {
+	Get(ctx context.Context, key string) ([]byte, bool, error)
+	Set(ctx context.Context, key string, tile []byte) error
+}
+
+// Keys resolves presented API keys: a keys.Resolver.
+type Keys interface {
+	Resolve(ctx context.Context, secret string) (keys.Key, error)
+}
+
+// KeyAdmin manages API keys: keys.Postgres or keys.Memory.
+type KeyAdmin interface {
+	Create(ctx context.Context, name, plan string) (keys.Key, string, error)
+	List(ctx context.Context) ([]keys.Key, error)
+	Get(ctx context.Context, id int64) (keys.Key, error)
+	Revoke(ctx context.Context, id int64) (keys.Key, error)
+	SetPlan(ctx context.Context, id int64, plan string) (keys.Key, error)
+}
+
+// Check is one readiness check: a name and a ping.
+type Check struct {
+	Name string
+	Ping func(ctx context.Context) error
+}
+
+// Config is what a Server needs. The zero values of the optional fields
+// are the documented defaults.
+type Config struct {
+	Quota     Quota
+	Geofence  Geofence
+	Tiles     Tiles
+	TileCache TileCache
+	Keys      Keys
+	KeyAdmin  KeyAdmin
+	Plans     plans.Set
+	// Ready lists what /readyz pings.
+	Ready []Check
+	// DataVersion keys the tile cache, so tiles of old data are never
+	// served after a load.
+	DataVersion string
+
+	// NoAnonymous refuses requests without a key (401) instead of charging
+	// them to the anonymous plan by client IP.
+	NoAnonymous bool
+	// TrustedProxies are the CIDR prefixes whose X-Forwarded-For is
+	// believed; from anyone else the TCP peer is the client.
+	TrustedProxies []string
+	// FailClosed answers 503 when the quota store fails; the default
+	// (fail-open) serves the request unmetered.
+	FailClosed bool
+	// Shadow computes and reports every decision but never blocks.
+	Shadow bool
+	// QuotaTimeout bounds each quota call (default 50ms).
+	QuotaTimeout time.Duration
+	// PublicURL is the scheme and host clients reach the service at, for
+	// the URLs in TileJSON (default: taken from each request).
+	PublicURL string
+	// AdminToken enables /admin/ for requests bearing it.
+	AdminToken string
+
+	Logger *slog.Logger
+	// Registry receives the metrics and is served at /metrics (default: a
+	// new one).
+	Registry *prometheus.Registry
+}
+
+// Server is the HTTP handler of tileapi.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+	handler http.Handler
+}
+
+// NewServer returns the handler of every route.
+func NewServer(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Quota == nil || cfg.Geofence == nil || cfg.Tiles == nil || cfg.TileCache == nil || cfg.Keys == nil:
+		return nil, errors.New("httpapi: Quota, Geofence, Tiles, TileCache and Keys are required")
+	}
+	if _, ok := cfg.Plans.Lookup(plans.Anonymous); !ok && !cfg.NoAnonymous {
+		return nil, errors.New("httpapi: no anonymous plan, and anonymous requests are allowed")
+	}
+	if cfg.QuotaTimeout <= 0 {
+		cfg.QuotaTimeout = 50 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, metrics: m}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// ServeHTTP serves every route.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
