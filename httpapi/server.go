@@ -102,6 +102,8 @@ type Config struct {
 	// PublicURL is the scheme and host clients reach the service at, for
 	// the URLs in TileJSON (default: taken from each request).
 	PublicURL string
+	// DemoKey is prefilled in the demo page's key field (embedded mode).
+	DemoKey string
 	// AdminToken enables /admin/ for requests bearing it.
 	AdminToken string
 
