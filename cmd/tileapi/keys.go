@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tileapi/tileapi/keys"
+	"github.com/tileapi/tileapi/plans"
+)
+
+const keysUsage = `tileapi keys create -plan PLAN [-name NAME] | list | revoke ID | set-plan ID PLAN
+  [-database-url URL] [-plans-file FILE]`
+
+// runKeys manages the API keys in the database: it creates one (printing
+// its secret once, as the last line of stdout), lists them, revokes one or
+// moves one to another plan.
+func runKeys(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage: " + keysUsage)
+	}
+	action, args := args[0], args[1:]
+	fs := flag.NewFlagSet("keys "+action, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dbURL := databaseFlag(fs, getenv)
+	var plansFile, plan, name *string
+	positional := 0 // how many arguments the action takes besides flags
+	switch action {
+	case "create":
+		plan = fs.String("plan", "", "the key's plan (required)")
+		name = fs.String("name", "", "a name for the key, for people")
+		plansFile = plansFlag(fs, getenv)
+	case "list":
+	case "revoke":
+		positional = 1
+	case "set-plan":
+		positional = 2
+		plansFile = plansFlag(fs, getenv)
+	default:
+		return fmt.Errorf("unknown keys command %q; usage: %s", action, keysUsage)
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != positional {
+		return fmt.Errorf("keys %s: want %d arguments, have %q; usage: %s", action, positional, pos, keysUsage)
+	}
+	var id int64
+	if positional > 0 {
+		if id, err = strconv.ParseInt(pos[0], 10, 64); err != nil {
+			return fmt.Errorf("keys %s: key id %q is not a number", action, pos[0])
+		}
+	}
+	if positional == 2 {
+		plan = &pos[1]
+	}
+	if plansFile != nil {
+		if err := checkPlan(*plansFile, *plan); err != nil {
+			return fmt.Errorf("keys %s: %w", action, err)
+		}
+	}
+
+	pool, _, err := connect(ctx, *dbURL)
+	if err != nil {
+		return fmt.Errorf("keys %s: %w", action, err)
+	}
+	defer pool.Close()
+	s := keys.NewPostgres(pool)
+	switch action {
+	case "create":
+		k, secret, err := s.Create(ctx, *name, *plan)
+		if err != nil {
+			return fmt.Errorf("keys create: %w", err)
+		}
+		fmt.Fprintf(stdout, "created key %d (%s) on plan %s\n", k.ID, k.Prefix, k.Plan)
+		fmt.Fprintln(stdout, "its secret, shown only this once (tileapi keeps a hash of it):")
+		fmt.Fprintln(stdout, secret)
+	case "list":
+		ks, err := s.List(ctx)
+		if err != nil {
+			return fmt.Errorf("keys list: %w", err)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tPLAN\tCREATED\tREVOKED")
+		for _, k := range ks {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, orDash(k.Name), k.Plan, timeOrDash(k.CreatedAt), timeOrDash(k.RevokedAt))
+		}
+		return tw.Flush()
+	case "revoke":
+		k, err := s.Revoke(ctx, id)
+		if err != nil {
+			return fmt.Errorf("keys revoke: %w", err)
+		}
+		fmt.Fprintf(stdout, "key %d (%s) revoked at %s\n", k.ID, k.Prefix, timeOrDash(k.RevokedAt))
+	case "set-plan":
+		k, err := s.SetPlan(ctx, id, *plan)
+		if err != nil {
+			return fmt.Errorf("keys set-plan: %w", err)
+		}
+		fmt.Fprintf(stdout, "key %d (%s) is on plan %s\n", k.ID, k.Prefix, k.Plan)
+	}
+	return nil
+}
+
+// plansFlag adds the -plans-file flag, which defaults to $TILEAPI_PLANS_FILE.
+func plansFlag(fs *flag.FlagSet, getenv func(string) string) *string {
+	return fs.String("plans-file", getenv("TILEAPI_PLANS_FILE"), "JSON file of plans replacing or adding to the defaults ($TILEAPI_PLANS_FILE)")
+}
+
+// checkPlan returns an error naming the valid plans unless the plans of
+// plansFile (the defaults where it is empty) include plan.
+func checkPlan(plansFile, plan string) error {
+	ps, err := plans.Load(plansFile)
+	if err != nil {
+		return err
+	}
+	if _, ok := ps.Lookup(plan); !ok {
+		return fmt.Errorf("unknown plan %q; plans: %s", plan, strings.Join(ps.Names(), ", "))
+	}
+	return nil
+}
+
+// parseInterspersed parses the flags of fs wherever they stand among args
+// and returns the other arguments, so that `keys revoke 7 -database-url
+// URL` works as well as `keys revoke -database-url URL 7`.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func timeOrDash(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tileapi/tileapi/internal/spatialtest"
+	"github.com/tileapi/tileapi/keys"
+)
+
+// TestKeys runs `tileapi keys` step by step against one database schema.
+func TestKeys(t *testing.T) {
+	ctx := context.Background()
+	dbURL := spatialtest.Schema(t)
+	plansFile := filepath.Join(t.TempDir(), "plans.json")
+	err := os.WriteFile(plansFile, []byte(`{"plans": [{"name": "team", "max_radius_m": 30000,
+		"limits": [{"name": "minute", "max": 3000, "window": "1m"}]}]}`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := func(vars ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i < len(vars); i += 2 {
+				if vars[i] == k {
+					return vars[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	withDB := env("DATABASE_URL", dbURL)
+	keysRun := func(t *testing.T, getenv func(string) string, args ...string) (string, error) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		err := run(ctx, append([]string{"tileapi", "keys"}, args...), getenv, &stdout, &stderr)
+		return stdout.String(), err
+	}
+
+	// Two keys, the first named and the second with its flags after the
+	// database URL.
+	var secrets []string
+	for _, args := range [][]string{
+		{"create", "--plan", "free", "--name", "ci"},
+		{"create", "-database-url", dbURL, "-plan", "pro"},
+	} {
+		out, err := keysRun(t, withDB, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		secret := lines[len(lines)-1]
+		if !regexp.MustCompile(`^tk_[0-9a-f]{8}_[A-Za-z0-9_-]{43}$`).MatchString(secret) {
+			t.Fatalf("keys %q: the last line of stdout %q is not a secret", args, out)
+		}
+		if n := strings.Count(out, secret[len("tk_3f9a2c1b_"):]); n != 1 {
+			t.Errorf("keys %q: stdout shows the secret %d times, want once:\n%s", args, n, out)
+		}
+		if want := "(" + keys.PrefixOf(secret) + ")"; !strings.Contains(out, want) {
+			t.Errorf("keys %q: stdout %q does not name the prefix %s", args, out, want)
+		}
+		secrets = append(secrets, secret)
+	}
+
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	// lookup returns the key that secrets[i] resolves to in the database.
+	lookup := func(t *testing.T, i int) keys.Key {
+		t.Helper()
+		k, err := keys.NewPostgres(pool).Lookup(ctx, keys.Hash(secrets[i]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	if k := lookup(t, 0); k.ID != 1 || k.Name != "ci" || k.Plan != "free" || k.Revoked() {
+		t.Errorf("the first key is %+v", k)
+	}
+	if k := lookup(t, 1); k.ID != 2 || k.Name != "" || k.Plan != "pro" {
+		t.Errorf("the second key is %+v", k)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		getenv func(string) string
+		args   []string
+		out    string // a regular expression stdout must match
+		err    string // what the error must contain, "" for none
+	}{
+		{"list", withDB, []string{"list"}, `^ID +PREFIX +NAME +PLAN +CREATED +REVOKED\n` +
+			`1 +` + keys.PrefixOf(secrets[0]) + ` +ci +free +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +-\n` +
+			`2 +` + keys.PrefixOf(secrets[1]) + ` +- +pro +\S+ +-\n$`, ""},
+		{"revoke", withDB, []string{"revoke", "1"}, `^key 1 \(tk_[0-9a-f]{8}\) revoked at \S+Z\n$`, ""},
+		{"revoke again", withDB, []string{"revoke", "1"}, `^key 1 \(tk_[0-9a-f]{8}\) revoked at \S+Z\n$`, ""},
+		{"list a revoked key", withDB, []string{"list"}, `\n1 +tk_\S+ +ci +free +\S+Z +\S+Z\n2 `, ""},
+		{"set-plan", withDB, []string{"set-plan", "2", "free"}, `^key 2 \(tk_[0-9a-f]{8}\) is on plan free\n$`, ""},
+		{"set-plan to a plan of a file", withDB, []string{"set-plan", "2", "team", "-plans-file", plansFile}, `is on plan team\n$`, ""},
+		{"plans file from the environment", env("DATABASE_URL", dbURL, "TILEAPI_PLANS_FILE", plansFile),
+			[]string{"create", "-plan", "team"}, `on plan team\n`, ""},
+		{"set-plan to an unknown plan", withDB, []string{"set-plan", "2", "team"}, "", `unknown plan "team"; plans: anonymous, free, pro`},
+		{"create on an unknown plan", withDB, []string{"create", "-plan", "gold"}, "", `unknown plan "gold"; plans: anonymous, free, pro`},
+		{"create without a plan", withDB, []string{"create"}, "", `unknown plan ""; plans: anonymous, free, pro`},
+		{"a missing plans file", withDB, []string{"create", "-plan", "free", "-plans-file", plansFile + ".missing"}, "", "no such file"},
+		{"revoke an unknown id", withDB, []string{"revoke", "99"}, "", "keys: key not found: id 99"},
+		{"set-plan of an unknown id", withDB, []string{"set-plan", "99", "pro"}, "", "keys: key not found: id 99"},
+		{"an id that is not a number", withDB, []string{"revoke", "tk_3f9a2c1b"}, "", `key id "tk_3f9a2c1b" is not a number`},
+		{"too few arguments", withDB, []string{"set-plan", "2"}, "", "want 2 arguments"},
+		{"no database", env(), []string{"list"}, "", "no database: set DATABASE_URL or -database-url"},
+		{"no action", withDB, nil, "", "usage: tileapi keys create"},
+		{"unknown action", withDB, []string{"delete", "1"}, "", `unknown keys command "delete"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := keysRun(t, tc.getenv, tc.args...)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !regexp.MustCompile(tc.out).MatchString(out) {
+				t.Errorf("stdout %q, want a match for %s", out, tc.out)
+			}
+			for _, secret := range secrets {
+				if strings.Contains(out, secret[len("tk_3f9a2c1b_"):]) {
+					t.Errorf("stdout %q shows the secret %s", out, secret)
+				}
+			}
+		})
+	}
+
+	if k := lookup(t, 0); !k.Revoked() {
+		t.Errorf("the first key, revoked, is %+v", k)
+	}
+	if k := lookup(t, 1); k.Plan != "team" || k.Revoked() {
+		t.Errorf("the second key, moved to team, is %+v", k)
+	}
+}
