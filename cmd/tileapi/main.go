@@ -7,7 +7,6 @@
 //	tileapi load [-database-url URL] [-places CSV] [-countries GEOJSON] [-counties GEOJSON]
 //	                                      load the bundled dataset, or your files in its formats
 //	tileapi version                       print the version
-//	tileapi healthcheck [-url URL]        exit 0 if GET URL (default http://127.0.0.1:8080/healthz) answers 200
 package main
 
 import (
@@ -45,12 +44,11 @@ type command func(ctx context.Context, args []string, getenv func(string) string
 // run dispatches args[1] to its subcommand.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	commands := map[string]command{
-		"serve":       runServe,
-		"migrate":     runMigrate,
-		"load":        runLoad,
-		"keys":        runKeys,
-		"version":     runVersion,
-		"healthcheck": runHealthcheck,
+		"serve":   runServe,
+		"migrate": runMigrate,
+		"load":    runLoad,
+		"keys":    runKeys,
+		"version": runVersion,
 	}
 	if len(args) < 2 || strings.HasPrefix(args[1], "-") {
 		// serve is the default: `tileapi` and `tileapi -addr :9000` serve.
