@@ -1,10 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tileapi/tileapi/field"
 	"github.com/tileapi/tileapi/keys"
@@ -58,6 +61,8 @@ func problemFor(err error) *problem {
 		return newProblem(http.StatusForbidden, "revoked-key", "Revoked API key", "the API key has been revoked")
 	case errors.Is(err, keys.ErrNotFound):
 		return newProblem(http.StatusNotFound, "not-found", "Not found", "no API key has that id")
+	case isTimeout(err):
+		return newProblem(http.StatusGatewayTimeout, "query-timeout", "Query timed out", "the query took longer than the server allows; the request was not charged")
 	}
 	return newProblem(http.StatusInternalServerError, "internal", "Internal error", "the server failed; the request was not charged")
 }
@@ -78,6 +83,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// queryCanceled is PostgreSQL's SQLSTATE for a statement cancelled by its
+// statement_timeout.
+const queryCanceled = "57014"
+
+// isTimeout reports a query cut short by the statement timeout or by its
+// deadline.
+func isTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &pgErr) && pgErr.Code == queryCanceled)
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -1,0 +1,202 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/dataset"
+	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/internal/spatialtest"
+	"github.com/tileapi/tileapi/keys"
+	"github.com/tileapi/tileapi/plans"
+	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/tilecache"
+	"github.com/tileapi/tileapi/tiles"
+)
+
+func TestMain(m *testing.M) { spatialtest.Run(m) }
+
+// testPlans are the plans of the tests, beside the defaults: the classic
+// scenarios and a two-limit plan with known numbers.
+const testPlans = `{"plans": [
+	{"name": "five", "max_radius_m": 20000, "limits": [{"name": "ten-seconds", "max": 5, "window": "10s"}]},
+	{"name": "ten", "max_radius_m": 20000, "limits": [{"name": "second", "max": 10, "window": "1s"}]},
+	{"name": "std", "max_radius_m": 20000, "limits": [{"name": "burst", "max": 100, "window": "5s"}, {"name": "minute", "max": 600, "window": "1m"}]}
+]}`
+
+// Test keys: the secret of each is "key-" + its plan.
+var testKeyPlans = []string{"five", "ten", "std", "free", "pro"}
+
+var embedded struct {
+	once sync.Once
+	d    *dataset.Dataset
+	err  error
+}
+
+// memoryDataset loads the bundled dataset once per test binary.
+func memoryDataset(tb testing.TB) *dataset.Dataset {
+	embedded.once.Do(func() { embedded.d, embedded.err = dataset.Load() })
+	if embedded.err != nil {
+		tb.Fatal(embedded.err)
+	}
+	return embedded.d
+}
+
+// env is a running server and what the test needs to reach inside it.
+type env struct {
+	srv   *httptest.Server
+	keys  *keys.Memory
+	quota Quota
+	reg   *prometheus.Registry
+}
+
+type option func(*testing.T, *Config)
+
+// withRedis puts the quota and the tile cache in Redis at url.
+func withRedis(url string) option {
+	return func(t *testing.T, c *Config) {
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt.MaxRetries = -1 // a dead Redis must fail fast, not be retried
+		rdb := redis.NewClient(opt)
+		t.Cleanup(func() { rdb.Close() })
+		prefix := fmt.Sprintf("httpapitest:%d:%s:", time.Now().UnixNano(), t.Name())
+		c.Quota = quota.NewRedis(rdb, quota.WithPrefix(prefix))
+		c.TileCache = tilecache.NewRedis(rdb, prefix+"tile:", time.Minute)
+	}
+}
+
+// withPostGIS serves the bundled dataset from PostGIS.
+func withPostGIS() option {
+	return func(t *testing.T, c *Config) {
+		pool, _ := spatialtest.Loaded(t)
+		c.Geofence, c.Tiles = geofence.NewPostGIS(pool, 5*time.Second), tiles.NewPostGIS(pool, 5*time.Second)
+		c.DataVersion = "postgis"
+	}
+}
+
+func with(f func(*Config)) option { return func(_ *testing.T, c *Config) { f(c) } }
+
+// newEnv starts a server with in-memory backends, unless options say
+// otherwise, and the test keys.
+func newEnv(t *testing.T, opts ...option) *env {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "plans.json")
+	if err := os.WriteFile(path, []byte(testPlans), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := plans.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := memoryDataset(t)
+	ks := keys.NewMemory()
+	for _, p := range testKeyPlans {
+		if _, err := ks.Add(context.Background(), p, p, "key-"+p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	cfg := Config{
+		Quota:       quota.NewMemory(nil),
+		Geofence:    geofence.NewMemory(d),
+		Tiles:       tiles.NewMemory(d),
+		TileCache:   tilecache.NewMemory(1<<20, time.Minute),
+		Keys:        keys.NewResolver(ks, 50*time.Millisecond),
+		KeyAdmin:    ks,
+		Plans:       ps,
+		DataVersion: "test",
+		AdminToken:  "admin-secret",
+		Registry:    reg,
+	}
+	for _, o := range opts {
+		o(t, &cfg)
+	}
+	s, err := NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return &env{srv: srv, keys: ks, quota: cfg.Quota, reg: reg}
+}
+
+// get sends a GET with the given headers ("Name", "value", ...).
+func (e *env) get(t *testing.T, path string, headers ...string) *http.Response {
+	t.Helper()
+	return e.do(t, http.MethodGet, path, nil, headers...)
+}
+
+func (e *env) do(t *testing.T, method, path string, body io.Reader, headers ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// used returns the caller's used units per limit, read from GET /v1/quota.
+func (e *env) used(t *testing.T, headers ...string) []int64 {
+	t.Helper()
+	resp := e.get(t, "/v1/quota", headers...)
+	var u usage
+	decode(t, resp, http.StatusOK, &u)
+	out := make([]int64, len(u.Limits))
+	for i, l := range u.Limits {
+		out[i] = l.Used
+	}
+	return out
+}
+
+// decode checks the status and decodes the JSON body into v.
+func decode(t *testing.T, resp *http.Response, status int, v any) {
+	t.Helper()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != status {
+		t.Fatalf("%s %s: status %d, want %d: %s", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, status, body)
+	}
+	if v != nil {
+		if err := json.Unmarshal(body, v); err != nil {
+			t.Fatalf("decode %s: %v", body, err)
+		}
+	}
+}
+
+func key(plan string) []string { return []string{"X-API-Key", "key-" + plan} }
+
+func hashOf(secret string) []byte { return keys.Hash(secret) }
+
+// brokenPostGIS is a real PostGIS backend over a schema without tables:
+// every query fails in the database.
+func brokenPostGIS(t *testing.T) *geofence.PostGIS {
+	pool, err := pgxpool.New(context.Background(), spatialtest.Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return geofence.NewPostGIS(pool, time.Second)
+}
