@@ -57,10 +57,11 @@ func memoryDataset(tb testing.TB) *dataset.Dataset {
 
 // env is a running server and what the test needs to reach inside it.
 type env struct {
-	srv   *httptest.Server
-	keys  *keys.Memory
-	quota Quota
-	reg   *prometheus.Registry
+	server *Server
+	srv    *httptest.Server
+	keys   *keys.Memory
+	quota  Quota
+	reg    *prometheus.Registry
 }
 
 type option func(*testing.T, *Config)
@@ -133,7 +134,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	}
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	return &env{srv: srv, keys: ks, quota: cfg.Quota, reg: reg}
+	return &env{server: s, srv: srv, keys: ks, quota: cfg.Quota, reg: reg}
 }
 
 // get sends a GET with the given headers ("Name", "value", ...).
