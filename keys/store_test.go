@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,6 +125,28 @@ func TestStores(t *testing.T) {
 			}
 			if got := mustKey(t)(s.Lookup(ctx, keys.Hash("demo-free"))); !same(got, k) {
 				t.Errorf("lookup = %+v, want %+v", got, k)
+			}
+			if ks := mustList(t)(s.List(ctx)); len(ks) != 1 {
+				t.Errorf("list = %+v, want one key", ks)
+			}
+		}},
+		{"concurrent adds of one secret make one key", func(t *testing.T, s store) {
+			ids := make([]int64, 8)
+			var wg sync.WaitGroup
+			for i := range ids {
+				wg.Go(func() {
+					k, err := s.Add(ctx, "demo", "free", "demo-free")
+					if err != nil {
+						t.Error(err)
+					}
+					ids[i] = k.ID
+				})
+			}
+			wg.Wait()
+			for _, id := range ids {
+				if id != ids[0] || id == 0 {
+					t.Fatalf("ids %v, want one id", ids)
+				}
 			}
 			if ks := mustList(t)(s.List(ctx)); len(ks) != 1 {
 				t.Errorf("list = %+v, want one key", ks)
