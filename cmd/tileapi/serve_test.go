@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tileapi/tileapi/internal/testenv"
+)
+
+// syncBuffer is a bytes.Buffer safe for a server goroutine to write while
+// the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// instance is one `tileapi serve` running in this process through run.
+type instance struct {
+	url            string
+	stdout, stderr *syncBuffer
+	done           chan error
+}
+
+// startServe runs `tileapi serve` with env on a free port, waits until it
+// answers /healthz, and stops it when the test ends.
+func startServe(t *testing.T, env map[string]string) *instance {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &instance{url: "http://" + addr, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	getenv := func(k string) string { return env[k] }
+	go func() { in.done <- run(ctx, []string{"tileapi", "-addr", addr}, getenv, in.stdout, in.stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-in.done; err != nil {
+			t.Errorf("serve returned %v after shutdown", err)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(in.url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			return in
+		}
+		select {
+		case err := <-in.done:
+			t.Fatalf("serve exited: %v\n%s", err, in.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not answer: %v\n%s", err, in.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// With no configuration at all, `tileapi` serves the bundled data from
+// memory at once, prints its demo keys, and says its quotas hold per process.
+func TestServeEmbedded(t *testing.T) {
+	in := startServe(t, map[string]string{})
+	if !strings.Contains(in.stdout.String(), "demo key demo-free (plan free)") {
+		t.Errorf("stdout lacks the demo keys:\n%s", in.stdout)
+	}
+	for _, want := range []string{"quotas are held in this process and hold per process only", "serving the bundled dataset from memory"} {
+		if !strings.Contains(in.stderr.String(), want) {
+			t.Errorf("startup log lacks %q:\n%s", want, in.stderr)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, in.url+"/v1/tiles/countries/1/1/0.mvt", nil)
+	req.Header.Set("X-API-Key", "demo-free")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Cost") == "" {
+		t.Errorf("tile: status %d, cost %q", resp.StatusCode, resp.Header.Get("X-RateLimit-Cost"))
+	}
+	if strings.Contains(in.stderr.String(), "demo-free") {
+		t.Error("the log holds a key")
+	}
+}
+
+// Two servers sharing one Redis hold one limit exactly under concurrent
+// load with mixed costs: the costs they admit, together, fill the limit and
+// never pass it.
+func TestTwoServersShareOneLimit(t *testing.T) {
+	redisSrv := testenv.StartRedisServer(t) // a Redis of this test's own: the key ids repeat across runs
+	plansFile := filepath.Join(t.TempDir(), "plans.json")
+	const max = 60
+	err := os.WriteFile(plansFile, []byte(fmt.Sprintf(`{"plans": [{"name": "shared", "max_radius_m": 20000,
+		"limits": [{"name": "minute", "max": %d, "window": "1m"}]}]}`, max)), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"REDIS_URL":          "redis://" + redisSrv.Addr,
+		"TILEAPI_PLANS_FILE": plansFile,
+		"TILEAPI_DEMO_KEYS":  "shared-key:shared",
+	}
+	servers := []*instance{startServe(t, env), startServe(t, env)}
+
+	// Radii of 2, 4 and 6 km cost 1, 4 and 9 units.
+	radii := []string{"2000", "4000", "6000"}
+	var admitted, denied atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(2 * time.Second)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			url := servers[g%2].url
+			for i := g; time.Now().Before(deadline); i++ {
+				req, _ := http.NewRequest(http.MethodGet, url+"/v1/geofence/within?lng=13.4&lat=52.5&limit=1&radius="+radii[i%3], nil)
+				req.Header.Set("X-API-Key", "shared-key")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case http.StatusOK:
+					c, _ := strconv.ParseInt(resp.Header.Get("X-RateLimit-Cost"), 10, 64)
+					admitted.Add(c)
+				case http.StatusTooManyRequests:
+					denied.Add(1)
+				default:
+					t.Errorf("status %d", resp.StatusCode)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("admitted %d units of %d across two servers; %d requests denied", admitted.Load(), max, denied.Load())
+	if admitted.Load() > max {
+		t.Errorf("two servers admitted %d units, over the limit of %d", admitted.Load(), max)
+	}
+	if admitted.Load() < max-8 || denied.Load() == 0 {
+		t.Errorf("admitted %d units with %d denials: the limit was not reached", admitted.Load(), denied.Load())
+	}
+}
