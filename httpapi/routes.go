@@ -6,6 +6,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tileapi/tileapi/web"
 )
 
 // maxBodyBytes caps request bodies: only the admin API takes one, and a
@@ -33,6 +35,9 @@ func (s *Server) routes() http.Handler {
 	r.Get("/readyz", s.handleReadyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	r.Get("/openapi.json", handleOpenAPI)
+	page := web.Handler(s.cfg.DemoKey) // the demo page
+	r.Method(http.MethodGet, "/", page)
+	r.Method(http.MethodGet, "/assets/*", page)
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Get("/geofence/within", s.handleWithin)

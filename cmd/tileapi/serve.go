@@ -168,6 +168,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := addDemoKeys(ctx, store, ps, demoKeys, stdout); err != nil {
 		return err
 	}
+	if first, _, ok := strings.Cut(strings.Split(demoKeys, ",")[0], ":"); ok {
+		cfg.DemoKey = strings.TrimSpace(first) // prefilled in the demo page
+	}
 
 	srv, err := httpapi.NewServer(cfg)
 	if err != nil {
