@@ -4,6 +4,7 @@ package load
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -44,9 +45,30 @@ FROM places_load;
 INSERT INTO fences (kind, id, name, code, geom)
 SELECT kind, id, name, NULLIF(code, ''), ST_Multi(ST_GeomFromWKB(wkb, 4326))
 FROM fences_load;
+INSERT INTO data_version (version, loaded_at)
+VALUES (md5(random()::text || clock_timestamp()::text), now())
+ON CONFLICT (id) DO UPDATE SET version = excluded.version, loaded_at = excluded.loaded_at;
 ANALYZE places;
 ANALYZE fences`
+
+	versionSQL = `SELECT version FROM data_version`
 )
+
+// ErrNotLoaded reports a database into which no data has been loaded.
+var ErrNotLoaded = errors.New("load: no data loaded: run tileapi load")
+
+// Version returns the version of the data last loaded: a new one each load.
+func Version(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	var v string
+	err := pool.QueryRow(ctx, versionSQL).Scan(&v)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", ErrNotLoaded
+	case err != nil:
+		return "", fmt.Errorf("load: version: %w", err)
+	}
+	return v, nil
+}
 
 // Dataset replaces the rows of the places and fences tables with d in one
 // transaction, using COPY. When progress is not nil, a progress bar of the

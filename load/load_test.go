@@ -3,6 +3,7 @@ package load_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/tileapi/tileapi/dataset"
@@ -20,7 +21,10 @@ func TestDatasetIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := load.Counts{Places: 135233, Countries: 241, Counties: 3231}
-	var fingerprints [2]string
+	if _, err := load.Version(ctx, pool); !errors.Is(err, load.ErrNotLoaded) {
+		t.Errorf("Version before any load: %v, want ErrNotLoaded", err)
+	}
+	var fingerprints, versions [2]string
 	for i := range fingerprints {
 		var progress bytes.Buffer
 		got, err := load.Dataset(ctx, pool, d, &progress)
@@ -36,6 +40,14 @@ func TestDatasetIsIdempotent(t *testing.T) {
 		if err := pool.QueryRow(ctx, fingerprintSQL).Scan(&fingerprints[i]); err != nil {
 			t.Fatal(err)
 		}
+		if versions[i], err = load.Version(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each load is a new version, so no server keeps serving cached tiles of
+	// the data it replaced.
+	if versions[0] == "" || versions[0] == versions[1] {
+		t.Errorf("data versions of two loads: %q and %q", versions[0], versions[1])
 	}
 	if fingerprints[0] != fingerprints[1] {
 		t.Errorf("second load changed the rows: %s, then %s", fingerprints[0], fingerprints[1])

@@ -19,6 +19,7 @@ import (
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/httpapi"
 	"github.com/tileapi/tileapi/keys"
+	"github.com/tileapi/tileapi/load"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/tilecache"
@@ -157,7 +158,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		defer pool.Close()
 		cfg.Geofence, cfg.Tiles = geofence.NewPostGIS(pool, c.queryTimeout), tiles.NewPostGIS(pool, c.queryTimeout)
-		if cfg.DataVersion, err = dataVersion(ctx, pool); err != nil {
+		if cfg.DataVersion, err = load.Version(ctx, pool); err != nil {
 			return err
 		}
 		store = keys.NewPostgres(pool)
@@ -230,19 +231,6 @@ func openPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, err
 	}
 	return pool, nil
 }
-
-// dataVersion names the loaded data, so the tile cache never serves a tile
-// of data loaded before.
-func dataVersion(ctx context.Context, pool *pgxpool.Pool) (string, error) {
-	var v string
-	err := pool.QueryRow(ctx, dataVersionSQL).Scan(&v)
-	if err != nil {
-		return "", fmt.Errorf("database: data version (run tileapi migrate and tileapi load): %w", err)
-	}
-	return v, nil
-}
-
-const dataVersionSQL = `SELECT md5(count(*)::text || ':' || coalesce(sum(id), 0)::text || ':' || coalesce(sum(population), 0)::text) FROM places`
 
 // listenAndServe serves h on addr until ctx is done, then drains requests
 // for up to 10 seconds.

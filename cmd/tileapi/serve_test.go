@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tileapi/tileapi/internal/spatialtest"
 	"github.com/tileapi/tileapi/internal/testenv"
 )
 
@@ -168,5 +170,63 @@ func TestTwoServersShareOneLimit(t *testing.T) {
 	}
 	if admitted.Load() < max-8 || denied.Load() == 0 {
 		t.Errorf("admitted %d units with %d denials: the limit was not reached", admitted.Load(), denied.Load())
+	}
+}
+
+// With a database, serve needs loaded data, serves it from PostGIS with keys
+// created by `tileapi keys create`, and reports the database in /readyz.
+func TestServePostGIS(t *testing.T) {
+	ctx := context.Background()
+	dbURL := spatialtest.Schema(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	getenv := func(k string) string { return env[k] }
+
+	var out bytes.Buffer
+	if err := run(ctx, []string{"tileapi", "migrate"}, getenv, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	// Not loaded yet: serve refuses, saying what to do.
+	err := run(ctx, []string{"tileapi", "serve", "-addr", "127.0.0.1:0"}, getenv, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "run tileapi load") {
+		t.Fatalf("serve before load: %v", err)
+	}
+	places := filepath.Join(t.TempDir(), "places.csv")
+	if err := os.WriteFile(places, []byte("geonameid,name,country,admin_code,feature_code,population,lon,lat\n"+
+		"2988507,Paris,FR,11,PPLC,2138551,2.3488,48.85341\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, []string{"tileapi", "load", "-places", places}, getenv, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"tileapi", "keys", "create", "-plan", "free"}, getenv, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	secret := lines[len(lines)-1]
+
+	in := startServe(t, env)
+	req, _ := http.NewRequest(http.MethodGet, in.url+"/v1/geofence/within?lng=2.35&lat=48.85&radius=1000", nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"Paris"`) {
+		t.Errorf("within: status %d: %s", resp.StatusCode, body)
+	}
+	resp, err = http.Get(in.url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"database":"ok"`) {
+		t.Errorf("readyz: %d %s", resp.StatusCode, body)
+	}
+	if strings.Contains(in.stderr.String(), secret) {
+		t.Error("the log holds the secret")
 	}
 }
