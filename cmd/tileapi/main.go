@@ -6,6 +6,8 @@
 //	tileapi migrate [-database-url URL]   apply the schema migrations
 //	tileapi load [-database-url URL] [-places CSV] [-countries GEOJSON] [-counties GEOJSON]
 //	                                      load the bundled dataset, or your files in its formats
+//	tileapi keys create|list|revoke|set-plan   manage API keys
+//	tileapi plans [-plans-file FILE]      print the plans and what requests cost
 //	tileapi version                       print the version
 package main
 
@@ -49,6 +51,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"load":    runLoad,
 		"keys":    runKeys,
 		"version": runVersion,
+		"plans":   runPlans,
 	}
 	if len(args) < 2 || strings.HasPrefix(args[1], "-") {
 		// serve is the default: `tileapi` and `tileapi -addr :9000` serve.
