@@ -148,7 +148,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m meter
 // work runs the request's work and writes the response; if the work fails,
 // the charge (if any) is refunded before the error is answered.
 func (s *Server) work(w http.ResponseWriter, r *http.Request, c caller, m metered, rc quota.Receipt) {
+	start := time.Now()
 	resp, err := m.work(r.Context())
+	s.metrics.queryLatency.WithLabelValues(m.route).Observe(time.Since(start).Seconds())
 	if err != nil {
 		p := problemFor(err)
 		if p.Status >= 500 || r.Context().Err() != nil {

@@ -15,6 +15,7 @@ type metrics struct {
 	unitsRefunded   *prometheus.CounterVec   // by plan
 	nearLimit       *prometheus.CounterVec   // by plan: under 10% of the binding limit left
 	quotaLatency    prometheus.Histogram
+	queryLatency    *prometheus.HistogramVec // the spatial work, by route
 	redisErrors     prometheus.Counter
 	failOpen        prometheus.Counter
 	tileCache       *prometheus.CounterVec // HIT or MISS
@@ -45,6 +46,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "tileapi_quota_decision_seconds", Help: "Time of one quota decision (one Redis round trip).",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 14),
 		}),
+		queryLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "tileapi_query_duration_seconds", Help: "Time of a request's spatial work (database query or in-memory index), by route.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}, []string{"route"}),
 		redisErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tileapi_quota_store_errors_total", Help: "Quota store (Redis) errors and timeouts.",
 		}),
@@ -56,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.decisions, m.unitsCharged,
-		m.unitsRefunded, m.nearLimit, m.quotaLatency, m.redisErrors, m.failOpen, m.tileCache} {
+		m.unitsRefunded, m.nearLimit, m.quotaLatency, m.queryLatency, m.redisErrors, m.failOpen, m.tileCache} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("httpapi: metrics: %w", err)
 		}

@@ -161,6 +161,7 @@ func TestMetrics(t *testing.T) {
 		`tileapi_http_requests_total{route="/v1/geofence/contains",status="429"} 1`,
 		`tileapi_tile_cache_total{result="MISS"} 1`,
 		`tileapi_quota_decision_seconds_count 7`,
+		`tileapi_query_duration_seconds_count{route="contains"} 5`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s", want)
