@@ -9,6 +9,7 @@
 //	tileapi keys create|list|revoke|set-plan   manage API keys
 //	tileapi plans [-plans-file FILE]      print the plans and what requests cost
 //	tileapi version                       print the version
+//	tileapi healthcheck [-url URL]        exit 0 if GET URL (default http://127.0.0.1:8080/healthz) answers 200
 package main
 
 import (
@@ -46,12 +47,13 @@ type command func(ctx context.Context, args []string, getenv func(string) string
 // run dispatches args[1] to its subcommand.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	commands := map[string]command{
-		"serve":   runServe,
-		"migrate": runMigrate,
-		"load":    runLoad,
-		"keys":    runKeys,
-		"version": runVersion,
-		"plans":   runPlans,
+		"serve":       runServe,
+		"migrate":     runMigrate,
+		"load":        runLoad,
+		"keys":        runKeys,
+		"version":     runVersion,
+		"plans":       runPlans,
+		"healthcheck": runHealthcheck,
 	}
 	if len(args) < 2 || strings.HasPrefix(args[1], "-") {
 		// serve is the default: `tileapi` and `tileapi -addr :9000` serve.
