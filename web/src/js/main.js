@@ -5,6 +5,7 @@ import '../style.css';
 
 import Feature from 'ol/Feature.js';
 import Map from 'ol/Map.js';
+import TileState from 'ol/TileState.js';
 import View from 'ol/View.js';
 import {ScaleLine, defaults as defaultControls} from 'ol/control.js';
 import GeoJSON from 'ol/format/GeoJSON.js';
@@ -27,14 +28,20 @@ const radiusValue = document.getElementById('radius-value');
 
 const api = new Client(() => keyInput.value.trim());
 
-/** Tile sources whose tiles failed (a 429, say): reloaded when the wait is over. */
-const failed = new Set();
+/**
+ * Loads of tiles that were denied (429) or held back while a Retry-After
+ * runs, run again when it is over. OpenLayers draws a tile that goes from
+ * error to loaded.
+ * @type {Set<() => void>}
+ */
+const retries = new Set();
 const meter = new Meter({
   onRetry() {
-    for (const source of failed) {
-      source.refresh();
+    const pending = [...retries];
+    retries.clear();
+    for (const load of pending) {
+      load();
     }
-    failed.clear();
   },
 });
 api.subscribe((x) => meter.update(x));
@@ -51,7 +58,7 @@ const attribution =
  * @param {number} maxZoom
  */
 function tileSource(layer, minZoom, maxZoom) {
-  const source = new VectorTileSource({
+  return new VectorTileSource({
     format: new MVT(),
     url: `/v1/tiles/${layer}/{z}/{x}/{y}.mvt`,
     minZoom,
@@ -59,24 +66,41 @@ function tileSource(layer, minZoom, maxZoom) {
     attributions: attribution,
     tileLoadFunction(tile, url) {
       const vt = /** @type {import('ol/VectorTile.js').default} */ (tile);
+      const [z, x, y] = vt.getTileCoord();
       vt.setLoader((extent, _resolution, projection) => {
-        const [z, x, y] = vt.getTileCoord();
-        api
-          .get(url, `tile ${layer} ${z}/${x}/${y}`)
-          .then(async (res) => {
-            if (!res.ok) {
-              failed.add(source);
-              vt.onError();
-              return;
-            }
-            const features = vt.getFormat().readFeatures(await res.arrayBuffer(), {extent, featureProjection: projection});
-            vt.setFeatures(features);
-          })
-          .catch(() => vt.onError());
+        const load = () => {
+          if (meter.waiting()) {
+            // Asking now would only be denied: wait for the Retry-After.
+            retries.add(retry);
+            vt.onError();
+            return;
+          }
+          api
+            .get(url, `tile ${layer} ${z}/${x}/${y}`)
+            .then(async (res) => {
+              if (res.status === 429) {
+                retries.add(retry);
+              }
+              if (!res.ok) {
+                vt.onError();
+                return;
+              }
+              const features = vt.getFormat().readFeatures(await res.arrayBuffer(), {extent, featureProjection: projection});
+              vt.setFeatures(features);
+            })
+            .catch(() => vt.onError());
+        };
+        // A retry loads the tile only if it is still wanted: a tile
+        // dropped from the map's cache is no longer in error.
+        const retry = () => {
+          if (vt.getState() === TileState.ERROR) {
+            load();
+          }
+        };
+        load();
       });
     },
   });
-  return source;
 }
 
 const countryStyle = new Style({
@@ -115,32 +139,33 @@ const layers = {
   places: new VectorTileLayer({source: tileSource('places', 0, 14), style: placeStyle, declutter: true, properties: {name: 'places'}}),
 };
 
-// The radius query: its circle, the places found and the fences containing
-// the point.
-const results = new VectorSource();
-const circleStyle = new Style({
-  fill: new Fill({color: 'rgba(214, 48, 49, 0.08)'}),
-  stroke: new Stroke({color: '#d63031', width: 2}),
-});
-const fenceStyle = new Style({stroke: new Stroke({color: '#2767d8', width: 2.5, lineDash: [6, 4]})});
-const foundStyle = new Style({
-  image: new Circle({radius: 5, fill: new Fill({color: '#d63031'}), stroke: new Stroke({color: '#fff', width: 1.5})}),
-});
-const centerStyle = new Style({
-  image: new Circle({radius: 4, fill: new Fill({color: '#fff'}), stroke: new Stroke({color: '#d63031', width: 2})}),
-});
-const resultStyles = {circle: circleStyle, fence: fenceStyle, found: foundStyle, center: centerStyle};
-const resultLayer = new VectorLayer({
-  source: results,
-  style: (f) => resultStyles[f.get('role')],
-  properties: {name: 'results'},
-});
+// The radius query: its circle and the fences containing the point under
+// the places, and the places found over them.
+const areas = new VectorSource();
+const found = new VectorSource();
+const areaStyles = {
+  circle: new Style({
+    fill: new Fill({color: 'rgba(214, 48, 49, 0.08)'}),
+    stroke: new Stroke({color: '#d63031', width: 2}),
+  }),
+  fence: new Style({stroke: new Stroke({color: '#2767d8', width: 2.5, lineDash: [6, 4]})}),
+};
+const foundStyles = {
+  found: new Style({
+    image: new Circle({radius: 5, fill: new Fill({color: '#d63031'}), stroke: new Stroke({color: '#fff', width: 1.5})}),
+  }),
+  center: new Style({
+    image: new Circle({radius: 4, fill: new Fill({color: '#fff'}), stroke: new Stroke({color: '#d63031', width: 2})}),
+  }),
+};
+const areaLayer = new VectorLayer({source: areas, style: (f) => areaStyles[f.get('role')]});
+const foundLayer = new VectorLayer({source: found, style: (f) => foundStyles[f.get('role')]});
 
 const map = new Map({
   target: 'map',
-  layers: [layers.countries, layers.counties, resultLayer, layers.places],
+  layers: [layers.countries, layers.counties, areaLayer, layers.places, foundLayer],
   controls: defaultControls({attributionOptions: {collapsible: false}}).extend([new ScaleLine()]),
-  view: new View({center: fromLonLat([-122.2, 37.65]), zoom: 11, minZoom: 1, maxZoom: 16}),
+  view: new View({center: fromLonLat([-122.16, 37.72]), zoom: 11, minZoom: 1, maxZoom: 16}),
 });
 
 for (const box of document.querySelectorAll('input[name=layer]')) {
@@ -162,14 +187,19 @@ map.on('singleclick', async (evt) => {
   const radius = Number(radiusInput.value);
   const circle = new Feature({role: 'circle', geometry: circular([lng, lat], radius, 128).transform('EPSG:4326', 'EPSG:3857')});
   const center = new Feature({role: 'center', geometry: new Point(fromLonLat([lng, lat]))});
-  results.clear();
-  results.addFeatures([circle, center]);
+  areas.clear();
+  found.clear();
+  areas.addFeature(circle);
+  found.addFeature(center);
   const at = `lng=${lng.toFixed(5)}&lat=${lat.toFixed(5)}`;
   const km = radiusValue.textContent;
-  await Promise.allSettled([
-    api.get(`/v1/geofence/within?${at}&radius=${radius}&limit=200`, `within ${km}`).then((res) => showFound(res)),
-    api.get(`/v1/geofence/contains?${at}&geometry=true`, 'contains').then((res) => showFences(res)),
-  ]);
+  // One after the other, so the meter ends on the state after both.
+  try {
+    await showFound(await api.get(`/v1/geofence/within?${at}&radius=${radius}&limit=200`, `within ${km}`));
+    await showFences(await api.get(`/v1/geofence/contains?${at}&geometry=true`, 'contains'));
+  } catch {
+    // The request log shows the network error.
+  }
 });
 
 const resultsBox = document.getElementById('results');
@@ -190,7 +220,7 @@ async function showFound(res) {
   for (const f of features) {
     f.set('role', 'found');
   }
-  results.addFeatures(features);
+  found.addFeatures(features);
   foundCount.textContent = String(features.length);
   foundList.replaceChildren(
     ...features.slice(0, 8).map((f) => {
@@ -213,7 +243,7 @@ async function showFences(res) {
   for (const f of features) {
     f.set('role', 'fence');
   }
-  results.addFeatures(features);
+  areas.addFeatures(features);
   fencesBox.textContent = features.length
     ? features.map((f) => `${f.get('name')} (${f.get('kind')})`).join(' · ')
     : 'no fence (open sea?)';
@@ -225,9 +255,10 @@ function peekQuota() {
 }
 
 keyInput.addEventListener('change', () => {
-  results.clear();
+  areas.clear();
+  found.clear();
   resultsBox.hidden = true;
-  failed.clear();
+  retries.clear();
   for (const layer of Object.values(layers)) {
     layer.getSource().refresh();
   }
