@@ -136,6 +136,11 @@ export class Meter {
     this.el.limits.replaceChildren(...rows);
   }
 
+  /** @return {boolean} whether a Retry-After is running */
+  waiting() {
+    return this.retryAt > Date.now();
+  }
+
   /**
    * Starts, or extends, the countdown of a 429.
    * @param {number} seconds Retry-After
