@@ -92,7 +92,7 @@ func Handler(demoKey string) http.Handler {
 		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Content-Type-Options", "nosniff")
 		// The page loads nothing from anywhere else.
-		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'")
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:")
 		http.ServeContent(w, r, a.name, time.Time{}, bytes.NewReader(a.body))
 	})
 }

@@ -74,8 +74,10 @@ export class Meter {
       this.renderLimits(policy, state);
     }
     const quotaStatus = h.get('X-Quota-Status');
-    if (quotaStatus) {
-      this.el.status.textContent = quotaStatus;
+    if (policy.length > 0) {
+      // Only the unusual ones: unmetered (the quota store failed and the
+      // server serves anyway) or shadow-denied (it would have said 429).
+      this.el.status.textContent = quotaStatus && quotaStatus !== 'charged' ? quotaStatus : '';
     }
     const cost = h.get('X-RateLimit-Cost');
     const cache = h.get('X-Tile-Cache');
