@@ -176,6 +176,17 @@ func TestPage(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
+	// Zooming out costs more: back on the free plan, two zooms out ask for
+	// places tiles of zoom 8 at 16 units each.
+	evaluate[string](t, ctx, `(() => { const k = document.getElementById('key'); k.value = 'demo-free'; k.dispatchEvent(new Event('change')); return k.value; })()`)
+	rec.settle(t)
+	evaluate[bool](t, ctx, `(document.querySelector('.ol-zoom-out').click(), true)`)
+	time.Sleep(500 * time.Millisecond) // the zoom animates for 250 ms
+	evaluate[bool](t, ctx, `(document.querySelector('.ol-zoom-out').click(), true)`)
+	poll[bool](t, ctx, `[...document.querySelectorAll('#log tr')].some(tr => tr.cells[0].textContent.startsWith('tile places 8/') && tr.cells[2].textContent === '16')`, 10*time.Second)
+	rec.settle(t)
+	saveScreenshot(t, ctx, filepath.Join(shots, "demo-page-zoomed-out.png"))
+
 	msgs := console.messages()
 	for _, m := range msgs {
 		t.Logf("console: %s", m)
