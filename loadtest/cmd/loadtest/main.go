@@ -1,0 +1,265 @@
+// Command loadtest runs tileapi's load scenarios against servers on this
+// machine and reports what happened: a verdict per key on the quota's
+// exactness, and requests per second and latency per route with the quota
+// in Redis and in process. See the README's "Load test" section.
+//
+//	go run ./loadtest/cmd/loadtest [-scenario exactness|throughput|all] [flags]
+//
+// By default it builds tileapi and starts the servers itself, each on a
+// free loopback port with the bundled data in memory; with -targets it
+// drives servers already running instead (exactness only). It only talks to
+// loopback addresses, and every run is bounded by -duration, -phase and
+// -max-requests. Tables go to stdout (JSON with -json), the progress bar to
+// stderr, plots and results.json to -out. It exits 1 if any key failed.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/loadtest"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// errFailed says that the run finished and some key failed its verdict.
+var errFailed = errors.New("loadtest: the quota was not exact: see the table")
+
+type config struct {
+	scenario, redisURL, targets, secrets, adminToken, bin, out, limits string
+	instances, keys, clients, throughputClients, maxRequests           int
+	duration, phase                                                    time.Duration
+	jsonOut                                                            bool
+}
+
+func parse(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	redisURL := getenv("REDIS_URL")
+	if redisURL == "" {
+		redisURL = "redis://127.0.0.1:6379/0"
+	}
+	fs.StringVar(&c.scenario, "scenario", "all", "exactness, throughput or all")
+	fs.StringVar(&c.redisURL, "redis-url", redisURL, "Redis shared by the servers, on loopback ($REDIS_URL)")
+	fs.StringVar(&c.targets, "targets", "", "comma-separated base URLs of running servers sharing -redis-url (exactness only); empty: start -instances")
+	fs.StringVar(&c.secrets, "key-secrets", "", "with -targets: comma-separated API keys to charge, with distinct first four characters")
+	fs.StringVar(&c.adminToken, "admin-token", getenv("TILEAPI_ADMIN_TOKEN"), "with -targets: the admin token, to look up the keys' ids ($TILEAPI_ADMIN_TOKEN)")
+	fs.StringVar(&c.bin, "bin", "", "tileapi binary to start; empty: go build it")
+	fs.StringVar(&c.out, "out", "loadtest/out", "directory for the plots and results.json")
+	fs.StringVar(&c.limits, "limits", "burst:60:1s,window:250:5s", "the exactness plan's limits, name:max:window,...")
+	fs.IntVar(&c.instances, "instances", 3, "servers to start for the exactness scenario")
+	fs.IntVar(&c.keys, "keys", 4, "keys to create for the exactness scenario")
+	fs.IntVar(&c.clients, "clients", 16, "concurrent clients per key (exactness)")
+	fs.IntVar(&c.throughputClients, "throughput-clients", 8, "concurrent clients (throughput)")
+	fs.IntVar(&c.maxRequests, "max-requests", 1_000_000, "most requests of the exactness run, and of each throughput phase")
+	fs.DurationVar(&c.duration, "duration", 20*time.Second, "how long the exactness scenario drives the servers (at most 5m)")
+	fs.DurationVar(&c.phase, "phase", 5*time.Second, "how long the throughput scenario drives each route of each setup (at most 1m)")
+	fs.BoolVar(&c.jsonOut, "json", false, "print the reports as JSON instead of tables")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	switch {
+	case c.scenario != "exactness" && c.scenario != "throughput" && c.scenario != "all":
+		return c, fmt.Errorf("-scenario %q: want exactness, throughput or all", c.scenario)
+	case c.duration <= 0 || c.duration > 5*time.Minute || c.phase <= 0 || c.phase > time.Minute:
+		return c, errors.New("-duration must be in (0, 5m] and -phase in (0, 1m]")
+	case c.instances < 1 || c.instances > 16 || c.keys < 1 || c.keys > 100 || c.clients < 1 || c.clients > 256 ||
+		c.throughputClients < 1 || c.throughputClients > 256 || c.maxRequests < 1 || c.maxRequests > 10_000_000:
+		return c, errors.New("-instances 1-16, -keys 1-100, -clients and -throughput-clients 1-256, -max-requests 1-10,000,000")
+	case c.targets != "" && c.secrets == "":
+		return c, errors.New("-targets needs -key-secrets")
+	}
+	return c, loadtest.CheckLoopback(c.redisURL)
+}
+
+// parseLimits reads "name:max:window,...".
+func parseLimits(s string) ([]loadtest.Limit, error) {
+	var ls []loadtest.Limit
+	for _, part := range strings.Split(s, ",") {
+		f := strings.Split(strings.TrimSpace(part), ":")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("-limits: %q is not name:max:window", part)
+		}
+		max, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("-limits: %q: %w", part, err)
+		}
+		w, err := time.ParseDuration(f[2])
+		if err != nil {
+			return nil, fmt.Errorf("-limits: %q: %w", part, err)
+		}
+		ls = append(ls, loadtest.Limit{Name: f[0], Max: max, Window: w})
+	}
+	return ls, nil
+}
+
+// report is what -json prints and results.json holds.
+type report struct {
+	Command    string                     `json:"command"`
+	Exactness  *loadtest.ExactnessReport  `json:"exactness,omitempty"`
+	Throughput *loadtest.ThroughputReport `json:"throughput,omitempty"`
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	c, err := parse(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	limits, err := parseLimits(c.limits)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.out, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "loadtest-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if c.bin == "" && (c.targets == "" || c.scenario != "exactness") {
+		fmt.Fprintln(stderr, "building tileapi ...")
+		if c.bin, err = loadtest.Build(ctx, tmp); err != nil {
+			return err
+		}
+	}
+	opt, err := redis.ParseURL(c.redisURL)
+	if err != nil {
+		return fmt.Errorf("-redis-url: %w", err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	logs, err := os.Create(filepath.Join(c.out, "servers.log"))
+	if err != nil {
+		return err
+	}
+	defer logs.Close()
+
+	rep := report{Command: "loadtest " + strings.Join(args, " ")}
+	if c.scenario != "throughput" {
+		if rep.Exactness, err = exactness(ctx, c, limits, rdb, tmp, logs, stderr); err != nil {
+			return err
+		}
+	}
+	if c.scenario != "exactness" {
+		if rep.Throughput, err = throughput(ctx, c, tmp, logs, stderr); err != nil {
+			return err
+		}
+	}
+
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(c.out, "results.json"), b, 0o644); err != nil {
+		return err
+	}
+	if c.jsonOut {
+		if _, err := stdout.Write(append(b, '\n')); err != nil {
+			return err
+		}
+	} else {
+		if rep.Exactness != nil {
+			if err := loadtest.WriteExactnessTable(stdout, rep.Exactness); err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout)
+		}
+		if rep.Throughput != nil {
+			if err := loadtest.WriteThroughputTable(stdout, rep.Throughput); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprintf(stderr, "plots, results.json and the servers' log are in %s\n", c.out)
+	if rep.Exactness != nil && !rep.Exactness.OK {
+		return errFailed
+	}
+	return nil
+}
+
+func exactness(ctx context.Context, c config, limits []loadtest.Limit, rdb redis.UniversalClient, tmp string, logs, stderr io.Writer) (*loadtest.ExactnessReport, error) {
+	ec := loadtest.ExactnessConfig{
+		AdminToken: c.adminToken, Redis: rdb, ClientsPerKey: c.clients, Duration: c.duration,
+		MaxRequests: c.maxRequests, Seed: uint64(time.Now().UnixNano()), Progress: stderr,
+	}
+	if c.targets != "" {
+		ec.Targets = strings.Split(c.targets, ",")
+		for _, s := range strings.Split(c.secrets, ",") {
+			ec.Keys = append(ec.Keys, loadtest.Key{Secret: s})
+		}
+	} else {
+		fmt.Fprintf(stderr, "starting %d servers sharing %s ...\n", c.instances, c.redisURL)
+		f, err := loadtest.StartFleet(ctx, loadtest.FleetConfig{
+			Bin: c.bin, Dir: tmp, RedisURL: c.redisURL, Instances: c.instances, Keys: c.keys, Logs: logs,
+			Plan: loadtest.Plan{Name: "loadtest", MaxRadius: 10_000, Limits: limits},
+		})
+		if err != nil {
+			return nil, err
+		}
+		defer f.Stop()
+		ec.Targets, ec.Keys, ec.AdminToken = f.URLs(), f.Keys, f.AdminToken
+	}
+	rep, err := loadtest.Exactness(ctx, ec)
+	if err != nil {
+		return nil, err
+	}
+	for i, k := range rep.Keys {
+		if err := loadtest.PlotKey(filepath.Join(c.out, fmt.Sprintf("exactness-key%d.png", k.Key.ID)), rep, i); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+// throughput measures a server with its quota in process against one with
+// its quota (and tile cache) in Redis, both on a plan that never denies.
+func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Writer) (*loadtest.ThroughputReport, error) {
+	plan := loadtest.Plan{Name: "unlimited", MaxRadius: 10_000, Limits: []loadtest.Limit{
+		{Name: "burst", Max: 1 << 40, Window: 5 * time.Second}, // the largest max a limit may have
+		{Name: "minute", Max: 1 << 40, Window: time.Minute},
+	}}
+	var setups []loadtest.Setup
+	for _, s := range []struct{ name, redisURL string }{{"in process", ""}, {"redis", c.redisURL}} {
+		dir := filepath.Join(tmp, s.name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		f, err := loadtest.StartFleet(ctx, loadtest.FleetConfig{Bin: c.bin, Dir: dir, RedisURL: s.redisURL, Instances: 1, Keys: 1, Plan: plan, Logs: logs})
+		if err != nil {
+			return nil, err
+		}
+		defer f.Stop()
+		setups = append(setups, loadtest.Setup{Name: s.name, URL: f.URLs()[0], Secret: f.Keys[0].Secret})
+	}
+	rep, err := loadtest.Throughput(ctx, loadtest.ThroughputConfig{
+		Setups: setups, Clients: c.throughputClients, Phase: c.phase, MaxRequests: c.maxRequests,
+		Seed: uint64(time.Now().UnixNano()), Progress: stderr,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rep, loadtest.PlotLatency(filepath.Join(c.out, "latency.png"), rep)
+}

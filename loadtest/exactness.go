@@ -1,0 +1,417 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/keys"
+)
+
+// ExactnessConfig is a run of the exactness scenario.
+type ExactnessConfig struct {
+	// Targets are the base URLs of tileapi servers sharing one Redis.
+	Targets []string
+	// Keys are charged by the clients. A key whose ID is 0 is looked up by
+	// its prefix in every target's admin API, with AdminToken; all targets
+	// must agree.
+	Keys       []Key
+	AdminToken string
+	// Redis is the servers' Redis, whose quota log is read; Prefix is their
+	// quota key prefix ("tileapi:q:" if empty).
+	Redis  redis.UniversalClient
+	Prefix string
+	// ClientsPerKey clients send requests for each key, spread over the
+	// targets, until Duration has passed or MaxRequests have been sent.
+	ClientsPerKey int
+	Duration      time.Duration
+	MaxRequests   int
+	Seed          uint64
+	// Progress shows a bar; nil for none.
+	Progress io.Writer
+}
+
+// ExactnessReport is the outcome of the exactness scenario.
+type ExactnessReport struct {
+	Targets       int           `json:"targets"`
+	ClientsPerKey int           `json:"clients_per_key"`
+	Duration      time.Duration `json:"duration_ns"`
+	Start         int64         `json:"start_us"`
+	End           int64         `json:"end_us"`
+	Requests      int           `json:"requests"`
+	Keys          []KeyVerdict  `json:"keys"`
+	OK            bool          `json:"ok"`
+}
+
+// KeyVerdict is the judgement of one key.
+type KeyVerdict struct {
+	Key Key `json:"key"`
+	// Limits holds, per limit of the key's plan, the check of every trailing
+	// window over the admissions Redis logged.
+	Limits []LimitVerdict `json:"limits"`
+	// What the clients saw.
+	Requests     int   `json:"requests"`
+	Admitted     int   `json:"admitted"` // 200s
+	AdmittedCost int64 `json:"admitted_cost"`
+	Denied       int   `json:"denied"` // 429s
+	DeniedCost   int64 `json:"denied_cost"`
+	Errors       int   `json:"errors"`
+	// Unjustified counts 429s whose binding limit said it had room for the
+	// request's cost.
+	Unjustified int `json:"unjustified"`
+	// What Redis logged.
+	LogEntries int   `json:"log_entries"`
+	LogCost    int64 `json:"log_cost"`
+	// Problems says what is wrong; the key passes if there is nothing.
+	Problems []string `json:"problems,omitempty"`
+	OK       bool     `json:"ok"`
+
+	// For the plots: the logged admissions, and the denials as the
+	// clients timed them.
+	Admissions []Admission `json:"-"`
+	Denials    []Admission `json:"-"`
+}
+
+// LimitVerdict is the judgement of one limit of a key.
+type LimitVerdict struct {
+	WindowCheck
+	// Denied counts the 429s this limit decided; MinDeniedCost is the
+	// cheapest of them.
+	Denied        int   `json:"denied"`
+	MinDeniedCost int64 `json:"min_denied_cost,omitempty"`
+	// Reached: some window admitted more than Max - MinDeniedCost, as it
+	// must have when this limit turned a request away. True when nothing
+	// was denied.
+	Reached bool `json:"reached"`
+}
+
+// Exactness runs the scenario and judges every key: for each limit, the
+// admitted cost in every trailing window never exceeded the max (from the
+// Redis log, read while the run lasts so that nothing expires unread); the
+// log holds exactly the 200s the clients received (count and sum of
+// X-RateLimit-Cost); every 429 was due (its binding limit had less room
+// than its cost); and a limit that denied anything had been filled to
+// within that request's cost. Any failure makes the report not OK.
+func Exactness(ctx context.Context, c ExactnessConfig) (*ExactnessReport, error) {
+	if len(c.Targets) == 0 || len(c.Keys) == 0 || c.ClientsPerKey < 1 || c.Duration <= 0 || c.MaxRequests < 1 {
+		return nil, errors.New("loadtest: exactness needs targets, keys, clients, a duration and a request bound")
+	}
+	for _, t := range c.Targets {
+		if err := CheckLoopback(t); err != nil {
+			return nil, err
+		}
+	}
+	if c.Prefix == "" {
+		c.Prefix = "tileapi:q:"
+	}
+	hc := newHTTPClient(len(c.Keys) * c.ClientsPerKey)
+	ks, err := resolveKeys(ctx, hc, c.Targets, c.Keys, c.AdminToken)
+	if err != nil {
+		return nil, err
+	}
+	limits, err := planLimits(ctx, hc, c.Targets, ks)
+	if err != nil {
+		return nil, err
+	}
+	redisKeys := make([]string, len(ks))
+	longest := time.Duration(0)
+	for i, k := range ks {
+		// "key:<digits>" needs none of the quota's escaping.
+		redisKeys[i] = c.Prefix + "{key:" + strconv.FormatInt(k.ID, 10) + "}"
+		for _, l := range limits[i] {
+			longest = max(longest, l.Window)
+		}
+	}
+	if err := waitAbsent(ctx, c.Redis, redisKeys, longest+time.Second); err != nil {
+		return nil, err
+	}
+
+	// Read the logs while the load runs: an entry stays in the log at least
+	// one longest window after its admission, so reading every quarter of
+	// it misses none.
+	logs := newLogReader(c.Redis, redisKeys)
+	stopReading := logs.every(min(longest/4, 500*time.Millisecond))
+
+	rep := &ExactnessReport{Targets: len(c.Targets), ClientsPerKey: c.ClientsPerKey, Duration: c.Duration, Start: time.Now().UnixMicro()}
+	results := drive(ctx, len(ks)*c.ClientsPerKey, c.Duration, c.MaxRequests, c.Seed, c.Progress, "exactness",
+		func(ctx context.Context, w int, r *rand.Rand) Result {
+			k, t := w/c.ClientsPerKey, w%len(c.Targets)
+			res := do(ctx, hc, c.Targets[t], ks[k].Secret, exactnessMix(r))
+			res.Key, res.Target = k, t
+			return res
+		})
+	rep.End = time.Now().UnixMicro()
+	if err := stopReading(); err != nil {
+		return nil, err
+	}
+	rep.Requests = len(results)
+	rep.OK = true
+	for i, k := range ks {
+		v := judge(k, limits[i], logs.admissions(i), results, i)
+		rep.OK = rep.OK && v.OK
+		rep.Keys = append(rep.Keys, v)
+	}
+	return rep, nil
+}
+
+// judge checks one key's admissions against its limits and its clients'
+// results.
+func judge(k Key, limits []Limit, adm []Admission, results []Result, key int) KeyVerdict {
+	v := KeyVerdict{Key: k, Admissions: adm, LogEntries: len(adm)}
+	for _, a := range adm {
+		v.LogCost += a.Cost
+	}
+	var errs []string
+	for _, r := range results {
+		if r.Key != key {
+			continue
+		}
+		v.Requests++
+		switch {
+		case r.Status == http.StatusOK:
+			v.Admitted++
+			v.AdmittedCost += r.Cost
+		case r.Status == http.StatusTooManyRequests:
+			v.Denied++
+			v.DeniedCost += r.Cost
+			v.Denials = append(v.Denials, Admission{At: r.Start, Cost: r.Cost})
+			if r.Remaining >= r.Cost {
+				v.Unjustified++
+			}
+		default:
+			v.Errors++
+			if len(errs) < 3 {
+				errs = append(errs, r.Route+": "+r.Err)
+			}
+		}
+	}
+	for _, l := range limits {
+		lv := LimitVerdict{WindowCheck: CheckWindows(adm, l)}
+		for _, r := range results {
+			if r.Key == key && r.Status == http.StatusTooManyRequests && r.Limit == l.Name {
+				lv.Denied++
+				if lv.MinDeniedCost == 0 || r.Cost < lv.MinDeniedCost {
+					lv.MinDeniedCost = r.Cost
+				}
+			}
+		}
+		lv.Reached = lv.Denied == 0 || lv.Peak > l.Max-lv.MinDeniedCost
+		v.Limits = append(v.Limits, lv)
+		if lv.Violations > 0 {
+			v.Problems = append(v.Problems, fmt.Sprintf("limit %q (%d per %v): %d trailing windows over the max, the first ending at %s, peak %d",
+				l.Name, l.Max, l.Window, lv.Violations, time.UnixMicro(lv.FirstViolation).UTC().Format(time.StampMicro), lv.Peak))
+		}
+		if !lv.Reached {
+			v.Problems = append(v.Problems, fmt.Sprintf("limit %q denied %d requests, yet no window admitted more than %d - %d (peak %d)",
+				l.Name, lv.Denied, l.Max, lv.MinDeniedCost, lv.Peak))
+		}
+	}
+	if v.LogEntries != v.Admitted || v.LogCost != v.AdmittedCost {
+		v.Problems = append(v.Problems, fmt.Sprintf("Redis logged %d admissions costing %d; the clients received %d 200s costing %d",
+			v.LogEntries, v.LogCost, v.Admitted, v.AdmittedCost))
+	}
+	if v.Unjustified > 0 {
+		v.Problems = append(v.Problems, fmt.Sprintf("%d 429s had room for their cost", v.Unjustified))
+	}
+	if v.Errors > 0 {
+		v.Problems = append(v.Problems, fmt.Sprintf("%d requests failed: %s", v.Errors, strings.Join(errs, "; ")))
+	}
+	v.OK = len(v.Problems) == 0
+	return v
+}
+
+// resolveKeys fills in the id of every key that lacks one from each
+// target's admin API, and checks that the targets agree.
+func resolveKeys(ctx context.Context, hc *http.Client, targets []string, ks []Key, token string) ([]Key, error) {
+	ks = slices.Clone(ks)
+	for i := range ks {
+		if ks[i].ID != 0 {
+			continue
+		}
+		if token == "" {
+			return nil, errors.New("loadtest: key ids unknown and no admin token to look them up")
+		}
+		prefix := keys.PrefixOf(ks[i].Secret)
+		for _, t := range targets {
+			var list struct {
+				Keys []struct {
+					ID     int64  `json:"id"`
+					Prefix string `json:"prefix"`
+				} `json:"keys"`
+			}
+			if err := getJSON(ctx, hc, t+"/admin/keys", http.Header{"Authorization": {"Bearer " + token}}, &list); err != nil {
+				return nil, err
+			}
+			var id int64
+			for _, k := range list.Keys {
+				if k.Prefix == prefix {
+					if id != 0 {
+						return nil, fmt.Errorf("loadtest: %s: two keys have the prefix %q; give keys distinct first characters", t, prefix)
+					}
+					id = k.ID
+				}
+			}
+			switch {
+			case id == 0:
+				return nil, fmt.Errorf("loadtest: %s: no key with prefix %q", t, prefix)
+			case ks[i].ID != 0 && ks[i].ID != id:
+				return nil, fmt.Errorf("loadtest: key %q is id %d on %s but %d on %s: the targets do not share keys", prefix, id, t, ks[i].ID, targets[0])
+			}
+			ks[i].ID = id
+		}
+	}
+	return ks, nil
+}
+
+// planLimits reads each key's limits from GET /v1/quota (which charges
+// nothing) on every target, and checks that the targets agree.
+func planLimits(ctx context.Context, hc *http.Client, targets []string, ks []Key) ([][]Limit, error) {
+	out := make([][]Limit, len(ks))
+	for i, k := range ks {
+		for j, t := range targets {
+			var u struct {
+				Limits []struct {
+					Name     string `json:"name"`
+					Max      int64  `json:"max"`
+					WindowMS int64  `json:"window_ms"`
+				} `json:"limits"`
+			}
+			if err := getJSON(ctx, hc, t+"/v1/quota", http.Header{"X-API-Key": {k.Secret}}, &u); err != nil {
+				return nil, err
+			}
+			var ls []Limit
+			for _, l := range u.Limits {
+				ls = append(ls, Limit{Name: l.Name, Max: l.Max, Window: time.Duration(l.WindowMS) * time.Millisecond})
+			}
+			if len(ls) == 0 {
+				return nil, fmt.Errorf("loadtest: %s: key %d has no limits", t, k.ID)
+			}
+			if j > 0 && !slices.Equal(ls, out[i]) {
+				return nil, fmt.Errorf("loadtest: key %d has limits %v on %s but %v on %s", k.ID, ls, t, out[i], targets[0])
+			}
+			out[i] = ls
+		}
+	}
+	return out, nil
+}
+
+// waitAbsent waits up to timeout for the quota keys to be gone, so that a
+// previous run's admissions are not judged as this run's.
+func waitAbsent(ctx context.Context, rdb redis.UniversalClient, keys []string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var present []string
+		for _, k := range keys {
+			n, err := rdb.Exists(ctx, k).Result()
+			if err != nil {
+				return fmt.Errorf("loadtest: redis: %w", err)
+			}
+			if n > 0 {
+				present = append(present, k)
+			}
+		}
+		if len(present) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("loadtest: quota keys %v still hold admissions from before this run; use other keys or another Redis database", present)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// logReader accumulates the entries of the quota logs of some keys, read
+// repeatedly: an entry is "<seq>:<cost>" scored by its admit time in
+// microseconds; the state's members have negative scores and are not read.
+type logReader struct {
+	rdb  redis.UniversalClient
+	keys []string
+	mu   sync.Mutex
+	seen []map[string]Admission // per key, by member and score
+}
+
+func newLogReader(rdb redis.UniversalClient, keys []string) *logReader {
+	lr := &logReader{rdb: rdb, keys: keys, seen: make([]map[string]Admission, len(keys))}
+	for i := range lr.seen {
+		lr.seen[i] = map[string]Admission{}
+	}
+	return lr
+}
+
+// read reads every log once.
+func (lr *logReader) read(ctx context.Context) error {
+	for i, k := range lr.keys {
+		zs, err := lr.rdb.ZRangeByScoreWithScores(ctx, k, &redis.ZRangeBy{Min: "(0", Max: "+inf"}).Result()
+		if err != nil {
+			return fmt.Errorf("loadtest: read the log %s: %w", k, err)
+		}
+		lr.mu.Lock()
+		for _, z := range zs {
+			m, _ := z.Member.(string)
+			_, c, ok := strings.Cut(m, ":")
+			cost, err := strconv.ParseInt(c, 10, 64)
+			if !ok || err != nil {
+				lr.mu.Unlock()
+				return fmt.Errorf("loadtest: %s: member %q is not <seq>:<cost>", k, m)
+			}
+			at := int64(z.Score)
+			lr.seen[i][m+"@"+strconv.FormatInt(at, 10)] = Admission{At: at, Cost: cost}
+		}
+		lr.mu.Unlock()
+	}
+	return nil
+}
+
+// every reads the logs every interval until stop is called, which reads
+// them a last time and returns the first error.
+func (lr *logReader) every(interval time.Duration) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			if err := lr.read(ctx); err != nil && ctx.Err() == nil {
+				errc <- err
+				return
+			}
+			select {
+			case <-ctx.Done():
+				errc <- nil
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() error {
+		cancel()
+		err := <-errc
+		return errors.Join(err, lr.read(context.Background()))
+	}
+}
+
+// admissions returns the entries read from the i-th log, by time.
+func (lr *logReader) admissions(i int) []Admission {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	out := make([]Admission, 0, len(lr.seen[i]))
+	for _, a := range lr.seen[i] {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b Admission) int { return compareInt64(a.At, b.At) })
+	return out
+}

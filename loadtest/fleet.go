@@ -1,0 +1,107 @@
+package loadtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Fleet is a set of tileapi servers this package started with the same
+// plans file and demo keys.
+type Fleet struct {
+	Instances  []*Instance
+	Keys       []Key
+	AdminToken string
+}
+
+// FleetConfig says what servers to start.
+type FleetConfig struct {
+	Bin       string // the tileapi binary
+	Dir       string // where the plans file goes
+	RedisURL  string // shared by every instance; empty: each has its quota in process
+	Instances int
+	Plan      Plan // every key is on it
+	Keys      int
+	Logs      io.Writer // the servers' output
+}
+
+// StartFleet starts the servers, with the bundled data in memory, in
+// parallel. Their demo keys have random secrets whose first four characters
+// (what the admin API shows of a demo key) differ.
+func StartFleet(ctx context.Context, c FleetConfig) (*Fleet, error) {
+	if c.RedisURL != "" {
+		if err := CheckLoopback(c.RedisURL); err != nil {
+			return nil, err
+		}
+	}
+	if c.Keys < 1 || c.Keys > 9999 || c.Instances < 1 {
+		return nil, errors.New("loadtest: a fleet needs 1 to 9999 keys and an instance")
+	}
+	plans, err := WritePlans(c.Dir, c.Plan)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fleet{AdminToken: randomHex()}
+	var demo []string
+	for i := range c.Keys {
+		secret := fmt.Sprintf("%04d-loadtest-%s", i, randomHex())
+		f.Keys = append(f.Keys, Key{Secret: secret})
+		demo = append(demo, secret+":"+c.Plan.Name)
+	}
+	env := []string{
+		"REDIS_URL=" + c.RedisURL, "DATABASE_URL=", "TILEAPI_PLANS_FILE=" + plans,
+		"TILEAPI_DEMO_KEYS=" + strings.Join(demo, ","), "TILEAPI_ADMIN_TOKEN=" + f.AdminToken,
+	}
+	type started struct {
+		in  *Instance
+		err error
+	}
+	ch := make(chan started, c.Instances)
+	for range c.Instances {
+		go func() {
+			in, err := Start(ctx, c.Bin, env, c.Logs)
+			ch <- started{in, err}
+		}()
+	}
+	var errs []error
+	for range c.Instances {
+		s := <-ch
+		if s.err != nil {
+			errs = append(errs, s.err)
+			continue
+		}
+		f.Instances = append(f.Instances, s.in)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, errors.Join(err, f.Stop())
+	}
+	return f, nil
+}
+
+// URLs returns the base URLs of the instances.
+func (f *Fleet) URLs() []string {
+	var out []string
+	for _, in := range f.Instances {
+		out = append(out, in.URL)
+	}
+	return out
+}
+
+// Stop stops every instance.
+func (f *Fleet) Stop() error {
+	var errs []error
+	for _, in := range f.Instances {
+		errs = append(errs, in.Stop())
+	}
+	return errors.Join(errs...)
+}
+
+func randomHex() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,202 @@
+package loadtest
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/internal/testenv"
+)
+
+// judge must fail a key whose log breaks a window, whose log and 200s
+// disagree, or whose 429s were not due.
+func TestJudge(t *testing.T) {
+	const s = int64(time.Second / time.Microsecond)
+	limits := []Limit{{Name: "burst", Window: time.Second, Max: 10}}
+	ok := []Result{
+		{Key: 0, Status: http.StatusOK, Cost: 6},
+		{Key: 0, Status: http.StatusOK, Cost: 4},
+		{Key: 0, Status: http.StatusTooManyRequests, Cost: 4, Remaining: 0, Limit: "burst"},
+		{Key: 1, Status: http.StatusOK, Cost: 16}, // another key's
+	}
+	for _, tc := range []struct {
+		name    string
+		adm     []Admission
+		results []Result
+		problem string // "" for a pass
+	}{
+		{"exact", []Admission{{s, 6}, {s + s/2, 4}}, ok, ""},
+		{"a window over the max", []Admission{{s, 6}, {s + s/2, 4}, {s + s/2 + 1, 1}},
+			append(ok, Result{Key: 0, Status: http.StatusOK, Cost: 1}), `"burst" (10 per 1s): 1 trailing windows over the max`},
+		{"a 200 missing from the log", []Admission{{s, 6}}, ok, "Redis logged 1 admissions costing 6; the clients received 2 200s costing 10"},
+		{"a 429 with room", []Admission{{s, 6}, {s + s/2, 4}},
+			append(ok, Result{Key: 0, Status: http.StatusTooManyRequests, Cost: 2, Remaining: 2, Limit: "burst"}), "1 429s had room"},
+		{"denied but never filled", []Admission{{s, 6}, {3 * s, 4}}, ok, `limit "burst" denied 1 requests, yet no window admitted more than 10 - 4`},
+		{"a failed request", []Admission{{s, 6}, {s + s/2, 4}},
+			append(ok, Result{Key: 0, Route: "within 2 km", Err: "503 Service Unavailable"}), "1 requests failed: within 2 km: 503"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := judge(Key{ID: 7}, limits, tc.adm, tc.results, 0)
+			got := strings.Join(v.Problems, "\n")
+			if tc.problem == "" {
+				if !v.OK || got != "" {
+					t.Fatalf("OK %v, problems %q; want a pass", v.OK, got)
+				}
+				return
+			}
+			if v.OK || !strings.Contains(got, tc.problem) {
+				t.Fatalf("OK %v, problems %q; want a failure saying %q", v.OK, got, tc.problem)
+			}
+		})
+	}
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "loadtest-bin-")
+	if err != nil {
+		panic(err)
+	}
+	binary.dir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var binary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// tileapiBinary builds tileapi once per test binary.
+func tileapiBinary(t *testing.T) string {
+	t.Helper()
+	binary.once.Do(func() {
+		binary.path, binary.err = Build(context.Background(), binary.dir)
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
+
+func startFleet(t *testing.T, c FleetConfig) *Fleet {
+	t.Helper()
+	c.Bin, c.Dir, c.Logs = tileapiBinary(t), t.TempDir(), testWriter{t}
+	f, err := StartFleet(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return f
+}
+
+// A small run of the exactness scenario: two servers sharing a Redis, two
+// keys with a plan of two short limits, four clients per key for two
+// seconds: demand far over the limits, and every window exact.
+func TestExactnessScenario(t *testing.T) {
+	redisURL := testenv.RedisURL(t)
+	plan := Plan{Name: "loadtest", MaxRadius: 10_000, Limits: []Limit{
+		{Name: "burst", Window: 500 * time.Millisecond, Max: 30},
+		{Name: "long", Window: 2 * time.Second, Max: 80},
+	}}
+	f := startFleet(t, FleetConfig{RedisURL: redisURL, Instances: 2, Plan: plan, Keys: 2})
+	opt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	rep, err := Exactness(context.Background(), ExactnessConfig{
+		Targets: f.URLs(), Keys: f.Keys, AdminToken: f.AdminToken, Redis: rdb,
+		ClientsPerKey: 4, Duration: 2 * time.Second, MaxRequests: 20_000, Seed: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK {
+		for _, k := range rep.Keys {
+			t.Errorf("key %d: %s", k.Key.ID, strings.Join(k.Problems, "; "))
+		}
+	}
+	for _, k := range rep.Keys {
+		t.Logf("key %d: %d requests, %d admitted (%d units), %d denied; peaks %d/%d and %d/%d",
+			k.Key.ID, k.Requests, k.Admitted, k.AdmittedCost, k.Denied, k.Limits[0].Peak, plan.Limits[0].Max, k.Limits[1].Peak, plan.Limits[1].Max)
+		// The run must have pushed every key against a limit, or it proves
+		// nothing.
+		if k.Denied == 0 || k.Admitted == 0 || k.LogEntries != k.Admitted {
+			t.Errorf("key %d: %d admitted, %d denied, %d logged: the load did not meet the limits", k.Key.ID, k.Admitted, k.Denied, k.LogEntries)
+		}
+	}
+	if len(rep.Keys) != 2 || rep.Keys[0].Key.ID == rep.Keys[1].Key.ID {
+		t.Errorf("keys %+v: want two distinct ids", rep.Keys)
+	}
+	var buf strings.Builder
+	if err := WriteExactnessTable(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "PASS") {
+		t.Errorf("table:\n%s", buf.String())
+	}
+	if err := PlotKey(t.TempDir()+"/key.png", rep, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A small run of the throughput scenario: the quota in process against the
+// quota in Redis, each route for a moment.
+func TestThroughputScenario(t *testing.T) {
+	plan := Plan{Name: "unlimited", MaxRadius: 10_000, Limits: []Limit{
+		{Name: "burst", Window: 5 * time.Second, Max: 1 << 40},
+		{Name: "minute", Window: time.Minute, Max: 1 << 40},
+	}}
+	mem := startFleet(t, FleetConfig{Instances: 1, Plan: plan, Keys: 1})
+	red := startFleet(t, FleetConfig{RedisURL: testenv.RedisURL(t), Instances: 1, Plan: plan, Keys: 1})
+	rep, err := Throughput(context.Background(), ThroughputConfig{
+		Setups: []Setup{
+			{Name: "in process", URL: mem.URLs()[0], Secret: mem.Keys[0].Secret},
+			{Name: "redis", URL: red.URLs()[0], Secret: red.Keys[0].Secret},
+		},
+		Clients: 2, Phase: 300 * time.Millisecond, MaxRequests: 5000, Seed: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Stats) != 8 || len(rep.Overhead) != 4 {
+		t.Fatalf("%d route stats and %d overheads, want 8 and 4", len(rep.Stats), len(rep.Overhead))
+	}
+	for _, st := range rep.Stats {
+		if st.Errors > 0 || len(st.Latencies) == 0 || st.P50 <= 0 || st.P50 > st.P99 || st.P99 > st.Max {
+			t.Errorf("%s %s: %d requests, %d errors, %d measured, p50 %v p99 %v max %v",
+				st.Setup, st.Route, st.Requests, st.Errors, len(st.Latencies), st.P50, st.P99, st.Max)
+		}
+	}
+	var buf strings.Builder
+	if err := WriteThroughputTable(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + buf.String())
+	if err := PlotLatency(t.TempDir()+"/latency.png", rep); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testWriter logs the servers' output through t.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

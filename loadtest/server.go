@@ -1,0 +1,147 @@
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Build compiles tileapi into dir as the Dockerfile does (CGO_ENABLED=0)
+// and returns the binary's path. It must run inside the module.
+func Build(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "tileapi")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/tileapi/tileapi/cmd/tileapi")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("loadtest: go build: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Plan is a plan written to the plans file of the servers this package
+// starts. Its requests cost what the compiled-in cost model says.
+type Plan struct {
+	Name      string
+	MaxRadius float64
+	Limits    []Limit
+}
+
+// WritePlans writes ps as a tileapi plans file (see plans.File) in dir and
+// returns its path.
+func WritePlans(dir string, ps ...Plan) (string, error) {
+	type limit struct {
+		Name   string `json:"name"`
+		Max    int64  `json:"max"`
+		Window string `json:"window"`
+	}
+	type plan struct {
+		Name      string  `json:"name"`
+		MaxRadius float64 `json:"max_radius_m"`
+		Limits    []limit `json:"limits"`
+	}
+	var f struct {
+		Plans []plan `json:"plans"`
+	}
+	for _, p := range ps {
+		fp := plan{Name: p.Name, MaxRadius: p.MaxRadius}
+		for _, l := range p.Limits {
+			fp.Limits = append(fp.Limits, limit{Name: l.Name, Max: l.Max, Window: l.Window.String()})
+		}
+		f.Plans = append(f.Plans, fp)
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "plans.json")
+	return path, os.WriteFile(path, b, 0o600)
+}
+
+// Instance is a tileapi serve process this package started.
+type Instance struct {
+	URL    string
+	cmd    *exec.Cmd
+	exited chan error // receives the process's exit, once
+}
+
+// Start runs `bin serve` on a free loopback port with env added to this
+// process's environment (REDIS_URL, TILEAPI_PLANS_FILE, ...), and waits
+// until its /healthz answers. Its output goes to logs. Stop it with Stop.
+func Start(ctx context.Context, bin string, env []string, logs io.Writer) (*Instance, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(append(os.Environ(), "TILEAPI_ADDR="+addr, "TILEAPI_LOG_LEVEL=warn"), env...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	// Should this process die first, take the server with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("loadtest: start %s: %w", bin, err)
+	}
+	in := &Instance{URL: "http://" + addr, cmd: cmd, exited: make(chan error, 1)}
+	go func() { in.exited <- cmd.Wait() }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-in.exited:
+			return nil, fmt.Errorf("loadtest: %s exited before it was healthy: %v", bin, err)
+		case <-ctx.Done():
+			in.kill()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if resp, err := http.Get(in.URL + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return in, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			in.kill()
+			return nil, fmt.Errorf("loadtest: %s not healthy after 60 s", in.URL)
+		}
+	}
+}
+
+// Stop sends SIGTERM and waits up to 15 s for a graceful exit, then kills.
+func (in *Instance) Stop() error {
+	_ = in.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-in.exited:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("loadtest: %s: %w", in.URL, err)
+		}
+		return nil
+	case <-time.After(15 * time.Second):
+		in.kill()
+		return fmt.Errorf("loadtest: %s did not stop within 15 s; killed", in.URL)
+	}
+}
+
+func (in *Instance) kill() {
+	_ = in.cmd.Process.Kill()
+	<-in.exited
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("loadtest: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
