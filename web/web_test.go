@@ -148,6 +148,17 @@ func TestPage(t *testing.T) {
 	}
 	saveScreenshot(t, ctx, filepath.Join(shots, "demo-page.png"))
 
+	// A radius beyond the plan's is refused with what would fit.
+	evaluate[string](t, ctx, `(() => { const r = document.getElementById('radius'); r.value = '30000'; r.dispatchEvent(new Event('input')); return r.value; })()`)
+	if err := chromedp.Do(ctx, chromedp.MouseClickXY(center[0], center[1])); err != nil {
+		t.Fatal(err)
+	}
+	poll[bool](t, ctx, `document.getElementById('found-count').textContent.startsWith('422')`, 10*time.Second)
+	row = evaluate[[]string](t, ctx, `[...document.querySelectorAll('#log tr')].map(tr => [...tr.cells].map(td => td.textContent)).find(c => c[0].startsWith('within 30')) || []`)
+	if len(row) != 3 || row[1] != "422" || row[2] != "radius-exceeds-plan (max 20000 m)" {
+		t.Errorf("log row of a 30 km query %q; want 422 and the plan's largest radius", row)
+	}
+
 	// A plan smaller than a screen of tiles: 429, a countdown, a retry.
 	evaluate[string](t, ctx, `(() => { const k = document.getElementById('key'); k.value = 'demo-tiny'; k.dispatchEvent(new Event('change')); return k.value; })()`)
 	poll[bool](t, ctx, `!document.getElementById('retry').hidden`, 10*time.Second)
@@ -190,7 +201,8 @@ func TestPage(t *testing.T) {
 	msgs := console.messages()
 	for _, m := range msgs {
 		t.Logf("console: %s", m)
-		expected := m.Source == "network" && strings.Contains(m.Text, "429")
+		// The browser logs the 429s and the 422 that the test provokes.
+		expected := m.Source == "network" && (strings.Contains(m.Text, "status of 429") || strings.Contains(m.Text, "status of 422"))
 		if (m.Type == chromedp.ConsoleError || m.IsException()) && !expected {
 			t.Errorf("console: %s (%s:%d)", m, m.URL, m.Line)
 		}
@@ -199,7 +211,7 @@ func TestPage(t *testing.T) {
 
 // newService returns the service with memory backends, the default plans
 // and tinyPlan, and the keys demo-free (plan free) and demo-tiny.
-func newService(t *testing.T) http.Handler {
+func newService(t testing.TB) http.Handler {
 	t.Helper()
 	ctx := context.Background()
 	d, err := dataset.Load()
@@ -239,7 +251,7 @@ func newService(t *testing.T) http.Handler {
 
 // chromiumPath finds the browser, or skips the test; where services are
 // required (CI), a missing browser fails it.
-func chromiumPath(t *testing.T) string {
+func chromiumPath(t testing.TB) string {
 	t.Helper()
 	p := os.Getenv(envChromium)
 	if p == "" {
@@ -259,7 +271,7 @@ func chromiumPath(t *testing.T) string {
 
 // newBrowser starts headless Chromium with a fresh profile, closed when the
 // test ends.
-func newBrowser(t *testing.T, path string) context.Context {
+func newBrowser(t testing.TB, path string) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -332,7 +344,7 @@ type canvasStats struct {
 // meterJS reads the units left of each limit, as the meter shows them.
 const meterJS = `Object.fromEntries([...document.querySelectorAll('#limits .limit')].map(e => [e.dataset.limit, Number(e.dataset.remaining)]))`
 
-func countdown(t *testing.T, ctx context.Context) float64 {
+func countdown(t testing.TB, ctx context.Context) float64 {
 	t.Helper()
 	s := evaluate[string](t, ctx, `document.getElementById('retry-seconds').textContent`)
 	f, err := strconv.ParseFloat(s, 64)
@@ -342,7 +354,7 @@ func countdown(t *testing.T, ctx context.Context) float64 {
 	return f
 }
 
-func evaluate[T any](t *testing.T, ctx context.Context, js string) T {
+func evaluate[T any](t testing.TB, ctx context.Context, js string) T {
 	t.Helper()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
 	if err != nil {
@@ -351,7 +363,7 @@ func evaluate[T any](t *testing.T, ctx context.Context, js string) T {
 	return v
 }
 
-func poll[T any](t *testing.T, ctx context.Context, js string, timeout time.Duration) T {
+func poll[T any](t testing.TB, ctx context.Context, js string, timeout time.Duration) T {
 	t.Helper()
 	v, err := chromedp.Run(ctx, chromedp.Poll[T](js, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(100*time.Millisecond)))
 	if err != nil {
@@ -360,7 +372,8 @@ func poll[T any](t *testing.T, ctx context.Context, js string, timeout time.Dura
 	return v
 }
 
-func screenshotDir(t *testing.T) string {
+func screenshotDir(t testing.TB) string {
+	t.Helper()
 	if d := os.Getenv(envScreenshotDir); d != "" {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -370,7 +383,7 @@ func screenshotDir(t *testing.T) string {
 	return t.TempDir()
 }
 
-func saveScreenshot(t *testing.T, ctx context.Context, path string) {
+func saveScreenshot(t testing.TB, ctx context.Context, path string) {
 	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
@@ -438,7 +451,7 @@ func (rec *recorder) unanswered(key string) []string {
 }
 
 // settle waits until the service has had no request for half a second.
-func (rec *recorder) settle(t *testing.T) {
+func (rec *recorder) settle(t testing.TB) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		rec.mu.Lock()
