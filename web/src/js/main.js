@@ -133,10 +133,10 @@ function placeStyle(feature, resolution) {
 }
 
 const layers = {
-  countries: new VectorTileLayer({source: tileSource('countries', 0, 10), style: countryStyle, properties: {name: 'countries'}}),
+  countries: new VectorTileLayer({source: tileSource('countries', 0, 10), style: countryStyle}),
   // Counties start at tile zoom 3, view zoom 4 with 512-pixel tiles.
-  counties: new VectorTileLayer({source: tileSource('counties', 3, 14), style: countyStyle, minZoom: 4, properties: {name: 'counties'}}),
-  places: new VectorTileLayer({source: tileSource('places', 0, 14), style: placeStyle, declutter: true, properties: {name: 'places'}}),
+  counties: new VectorTileLayer({source: tileSource('counties', 3, 14), style: countyStyle, minZoom: 4}),
+  places: new VectorTileLayer({source: tileSource('places', 0, 14), style: placeStyle, declutter: true}),
 };
 
 // The radius query: its circle and the fences containing the point under
@@ -181,6 +181,8 @@ radiusInput.addEventListener('input', showRadius);
 showRadius();
 
 const geojson = new GeoJSON({featureProjection: 'EPSG:3857'});
+/** The most places a radius query asks for. */
+const withinLimit = 200;
 
 map.on('singleclick', async (evt) => {
   const [lng, lat] = toLonLat(evt.coordinate);
@@ -195,7 +197,7 @@ map.on('singleclick', async (evt) => {
   const km = radiusValue.textContent;
   // One after the other, so the meter ends on the state after both.
   try {
-    await showFound(await api.get(`/v1/geofence/within?${at}&radius=${radius}&limit=200`, `within ${km}`));
+    await showFound(await api.get(`/v1/geofence/within?${at}&radius=${radius}&limit=${withinLimit}`, `within ${km}`));
     await showFences(await api.get(`/v1/geofence/contains?${at}&geometry=true`, 'contains'));
   } catch {
     // The request log shows the network error.
@@ -221,7 +223,7 @@ async function showFound(res) {
     f.set('role', 'found');
   }
   found.addFeatures(features);
-  foundCount.textContent = String(features.length);
+  foundCount.textContent = features.length < withinLimit ? String(features.length) : `${withinLimit} (the most asked for)`;
   foundList.replaceChildren(
     ...features.slice(0, 8).map((f) => {
       const li = document.createElement('li');
