@@ -21,11 +21,17 @@ type Result struct {
 	Cost      int64         `json:"cost"`   // X-RateLimit-Cost
 	Remaining int64         `json:"remaining"`
 	Limit     string        `json:"limit,omitempty"` // the limit a 429 names
+	Code      string        `json:"code,omitempty"`  // the problem code of an error
+	Quota     string        `json:"quota,omitempty"` // X-Quota-Status: charged, unmetered, ...
 	Cache     string        `json:"cache,omitempty"` // X-Tile-Cache
 	Start     int64         `json:"start_us"`        // µs since the Unix epoch
 	Latency   time.Duration `json:"latency_ns"`
 	Err       string        `json:"err,omitempty"`
 }
+
+// codeUnavailable is the problem code of a 503 from a server that fails
+// closed when its quota store does not answer in time.
+const codeUnavailable = "quota-unavailable"
 
 // request is one request of a mix: a label for the tables and its path.
 type request struct {
@@ -104,14 +110,16 @@ func do(ctx context.Context, hc *http.Client, base, secret string, req request) 
 	res.Cost, _ = strconv.ParseInt(resp.Header.Get("X-RateLimit-Cost"), 10, 64)
 	res.Remaining, _ = strconv.ParseInt(resp.Header.Get("X-RateLimit-Remaining"), 10, 64)
 	res.Cache = resp.Header.Get("X-Tile-Cache")
-	if resp.StatusCode == http.StatusTooManyRequests {
+	res.Quota = resp.Header.Get("X-Quota-Status")
+	if resp.StatusCode != http.StatusOK {
 		var p struct {
 			Limit string `json:"limit"`
+			Code  string `json:"code"`
 		}
 		_ = json.Unmarshal(body, &p)
-		res.Limit = p.Limit
+		res.Limit, res.Code = p.Limit, p.Code
 	}
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests {
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests && res.Code != codeUnavailable {
 		res.Err = fmt.Sprintf("%s: %.200s", resp.Status, body)
 	}
 	return res

@@ -26,7 +26,11 @@ type FleetConfig struct {
 	Instances int
 	Plan      Plan // every key is on it
 	Keys      int
-	Logs      io.Writer // the servers' output
+	// QuotaTimeout is each quota call's time budget; empty: the server's
+	// default. The servers fail closed: a request whose charge does not
+	// answer in time is a 503, never served unmetered.
+	QuotaTimeout string
+	Logs         io.Writer // the servers' output
 }
 
 // StartFleet starts the servers, with the bundled data in memory, in
@@ -55,6 +59,7 @@ func StartFleet(ctx context.Context, c FleetConfig) (*Fleet, error) {
 	env := []string{
 		"REDIS_URL=" + c.RedisURL, "DATABASE_URL=", "TILEAPI_PLANS_FILE=" + plans,
 		"TILEAPI_DEMO_KEYS=" + strings.Join(demo, ","), "TILEAPI_ADMIN_TOKEN=" + f.AdminToken,
+		"TILEAPI_QUOTA_FAILURE=closed", "TILEAPI_QUOTA_TIMEOUT=" + c.QuotaTimeout,
 	}
 	type started struct {
 		in  *Instance

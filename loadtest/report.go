@@ -12,7 +12,7 @@ import (
 // any key that failed.
 func WriteExactnessTable(w io.Writer, r *ExactnessReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "key\trequests\t200\tunits\t429\tunits\tlogged\tunits\tlimit\tmax\tpeak\tover\tdenied\tverdict\t")
+	fmt.Fprintln(tw, "key\trequests\t200\tunits\t429\tunits\t503\tlogged\tunits\tlimit\tmax\tpeak\tover\tdenied\tverdict\t")
 	for _, k := range r.Keys {
 		verdict := "PASS"
 		if !k.OK {
@@ -21,11 +21,11 @@ func WriteExactnessTable(w io.Writer, r *ExactnessReport) error {
 		for i, l := range k.Limits {
 			lim := fmt.Sprintf("%s/%v", l.Limit.Name, l.Limit.Window)
 			if i == 0 {
-				fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%s\t\n", k.Key.ID, k.Requests, k.Admitted, k.AdmittedCost,
-					k.Denied, k.DeniedCost, k.LogEntries, k.LogCost, lim, l.Limit.Max, l.Peak, l.Violations, l.Denied, verdict)
+				fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%s\t\n", k.Key.ID, k.Requests, k.Admitted, k.AdmittedCost,
+					k.Denied, k.DeniedCost, k.Unavailable, k.LogEntries, k.LogCost, lim, l.Limit.Max, l.Peak, l.Violations, l.Denied, verdict)
 				continue
 			}
-			fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t%s\t%d\t%d\t%d\t%d\t\t\n", lim, l.Limit.Max, l.Peak, l.Violations, l.Denied)
+			fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\t%s\t%d\t%d\t%d\t%d\t\t\n", lim, l.Limit.Max, l.Peak, l.Violations, l.Denied)
 		}
 	}
 	if err := tw.Flush(); err != nil {

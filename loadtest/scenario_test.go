@@ -35,6 +35,11 @@ func TestJudge(t *testing.T) {
 		{"a window over the max", []Admission{{s, 6}, {s + s/2, 4}, {s + s/2 + 1, 1}},
 			append(ok, Result{Key: 0, Status: http.StatusOK, Cost: 1}), `"burst" (10 per 1s): 1 trailing windows over the max`},
 		{"a 200 missing from the log", []Admission{{s, 6}}, ok, "Redis logged 1 admissions costing 6; the clients received 2 200s costing 10"},
+		{"a charge made after the server gave up: a 503 and an extra entry", []Admission{{s, 6}, {s + s/2, 4}, {3 * s, 1}},
+			append(ok, Result{Key: 0, Status: http.StatusServiceUnavailable, Code: codeUnavailable}), ""},
+		{"an extra entry with no 503", []Admission{{s, 6}, {s + s/2, 4}, {3 * s, 1}}, ok, "Redis logged 3 admissions costing 11"},
+		{"served unmetered", []Admission{{s, 6}, {s + s/2, 4}},
+			append(ok, Result{Key: 0, Status: http.StatusOK, Quota: "unmetered"}), "1 requests were served unmetered"},
 		{"a 429 with room", []Admission{{s, 6}, {s + s/2, 4}},
 			append(ok, Result{Key: 0, Status: http.StatusTooManyRequests, Cost: 2, Remaining: 2, Limit: "burst"}), "1 429s had room"},
 		{"denied but never filled", []Admission{{s, 6}, {3 * s, 4}}, ok, `limit "burst" denied 1 requests, yet no window admitted more than 10 - 4`},
@@ -161,8 +166,9 @@ func TestThroughputScenario(t *testing.T) {
 		{Name: "burst", Window: 5 * time.Second, Max: 1 << 40},
 		{Name: "minute", Window: time.Minute, Max: 1 << 40},
 	}}
+	redisURL := testenv.RedisURL(t)
 	mem := startFleet(t, FleetConfig{Instances: 1, Plan: plan, Keys: 1})
-	red := startFleet(t, FleetConfig{RedisURL: testenv.RedisURL(t), Instances: 1, Plan: plan, Keys: 1})
+	red := startFleet(t, FleetConfig{RedisURL: redisURL, Instances: 1, Plan: plan, Keys: 1})
 	rep, err := Throughput(context.Background(), ThroughputConfig{
 		Setups: []Setup{
 			{Name: "in process", URL: mem.URLs()[0], Secret: mem.Keys[0].Secret},

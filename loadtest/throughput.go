@@ -112,17 +112,21 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 		{RouteTileMiss, "MISS", nil},
 	}
 	rep := &ThroughputReport{Clients: c.Clients, Phase: c.Phase}
-	for si, s := range c.Setups {
+	for _, s := range c.Setups {
 		for _, h := range hits { // warm the cache
 			if res := do(ctx, hc, s.URL, s.Secret, h); res.Status != http.StatusOK {
 				return nil, fmt.Errorf("loadtest: %s: warming %s: %d %s", s.Name, h.path, res.Status, res.Err)
 			}
 		}
-		for _, rt := range routes {
-			next := rt.next
-			if next == nil {
-				next = missTile
-			}
+	}
+	// Route by route, each setup in turn: the setups compared on a route
+	// are measured minutes apart at most, whatever else the machine does.
+	for _, rt := range routes {
+		next := rt.next
+		if next == nil {
+			next = missTile
+		}
+		for si, s := range c.Setups {
 			start := time.Now()
 			results := drive(ctx, c.Clients, c.Phase, c.MaxRequests, c.Seed^missSeed^uint64(si), c.Progress, s.Name+" "+rt.name,
 				func(ctx context.Context, _ int, r *rand.Rand) Result { return do(ctx, hc, s.URL, s.Secret, next(r)) })
@@ -132,10 +136,12 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 			}
 		}
 	}
-	base := rep.Stats[:len(routes)]
-	for _, st := range rep.Stats[len(routes):] {
-		for _, b := range base {
-			if b.Route == st.Route && st.RPS > 0 && b.P50 > 0 && b.P99 > 0 {
+	for _, b := range rep.Stats {
+		if b.Setup != c.Setups[0].Name {
+			continue
+		}
+		for _, st := range rep.Stats {
+			if st.Setup != b.Setup && st.Route == b.Route && st.RPS > 0 && b.P50 > 0 && b.P99 > 0 {
 				rep.Overhead = append(rep.Overhead, Overhead{Setup: st.Setup, Route: st.Route,
 					RPS: b.RPS / st.RPS, P50: float64(st.P50) / float64(b.P50), P99: float64(st.P99) / float64(b.P99)})
 			}

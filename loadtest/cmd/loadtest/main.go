@@ -48,6 +48,7 @@ var errFailed = errors.New("loadtest: the quota was not exact: see the table")
 
 type config struct {
 	scenario, redisURL, targets, secrets, adminToken, bin, out, limits string
+	quotaTimeout                                                       string
 	instances, keys, clients, throughputClients, maxRequests           int
 	duration, phase                                                    time.Duration
 	jsonOut                                                            bool
@@ -69,6 +70,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.StringVar(&c.bin, "bin", "", "tileapi binary to start; empty: go build it")
 	fs.StringVar(&c.out, "out", "loadtest/out", "directory for the plots and results.json")
 	fs.StringVar(&c.limits, "limits", "burst:60:1s,window:250:5s", "the exactness plan's limits, name:max:window,...")
+	fs.StringVar(&c.quotaTimeout, "quota-timeout", "", "TILEAPI_QUOTA_TIMEOUT of the servers started (they fail closed); empty: their default, 50ms")
 	fs.IntVar(&c.instances, "instances", 3, "servers to start for the exactness scenario")
 	fs.IntVar(&c.keys, "keys", 4, "keys to create for the exactness scenario")
 	fs.IntVar(&c.clients, "clients", 16, "concurrent clients per key (exactness)")
@@ -213,7 +215,7 @@ func exactness(ctx context.Context, c config, limits []loadtest.Limit, rdb redis
 	} else {
 		fmt.Fprintf(stderr, "starting %d servers sharing %s ...\n", c.instances, c.redisURL)
 		f, err := loadtest.StartFleet(ctx, loadtest.FleetConfig{
-			Bin: c.bin, Dir: tmp, RedisURL: c.redisURL, Instances: c.instances, Keys: c.keys, Logs: logs,
+			Bin: c.bin, Dir: tmp, RedisURL: c.redisURL, Instances: c.instances, Keys: c.keys, Logs: logs, QuotaTimeout: c.quotaTimeout,
 			Plan: loadtest.Plan{Name: "loadtest", MaxRadius: 10_000, Limits: limits},
 		})
 		if err != nil {
@@ -247,7 +249,7 @@ func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Write
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		f, err := loadtest.StartFleet(ctx, loadtest.FleetConfig{Bin: c.bin, Dir: dir, RedisURL: s.redisURL, Instances: 1, Keys: 1, Plan: plan, Logs: logs})
+		f, err := loadtest.StartFleet(ctx, loadtest.FleetConfig{Bin: c.bin, Dir: dir, RedisURL: s.redisURL, Instances: 1, Keys: 1, Plan: plan, Logs: logs, QuotaTimeout: c.quotaTimeout})
 		if err != nil {
 			return nil, err
 		}
