@@ -125,7 +125,7 @@ func do(ctx context.Context, hc *http.Client, base, secret string, req request) 
 	return res
 }
 
-// getJSON GETs base+path with the header h and decodes a 200 answer into v.
+// getJSON GETs url with the header h and decodes a 200 answer into v.
 func getJSON(ctx context.Context, hc *http.Client, url string, h http.Header, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

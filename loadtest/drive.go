@@ -12,12 +12,12 @@ import (
 	"github.com/schollz/progressbar/v3"
 )
 
-// drive runs workers goroutines that each call next until d has passed, max
-// requests have been started, or ctx is done, and returns every result.
+// drive runs workers goroutines that each call next until d has passed,
+// maxRequests have been started, or ctx is done, and returns every result.
 // Requests in flight at the end complete: cancelling them would make the
 // server refund charges the client never saw answered. A bar labelled label
 // shows progress on w, if w is not nil.
-func drive(ctx context.Context, workers int, d time.Duration, max int, seed uint64, w io.Writer, label string,
+func drive(ctx context.Context, workers int, d time.Duration, maxRequests int, seed uint64, w io.Writer, label string,
 	next func(ctx context.Context, worker int, r *rand.Rand) Result) []Result {
 	var started atomic.Int64
 	deadline := time.Now().Add(d)
@@ -30,7 +30,7 @@ func drive(ctx context.Context, workers int, d time.Duration, max int, seed uint
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(seed, uint64(i)))
-			for ctx.Err() == nil && time.Now().Before(deadline) && started.Add(1) <= int64(max) {
+			for ctx.Err() == nil && time.Now().Before(deadline) && started.Add(1) <= int64(maxRequests) {
 				out[i] = append(out[i], next(context.WithoutCancel(ctx), i, r))
 			}
 		}()

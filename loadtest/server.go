@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/tileapi/tileapi/plans"
 )
 
 // Build compiles tileapi into dir as the Dockerfile does (CGO_ENABLED=0)
@@ -36,26 +38,13 @@ type Plan struct {
 	Limits    []Limit
 }
 
-// WritePlans writes ps as a tileapi plans file (see plans.File) in dir and
-// returns its path.
+// WritePlans writes ps as a tileapi plans file in dir and returns its path.
 func WritePlans(dir string, ps ...Plan) (string, error) {
-	type limit struct {
-		Name   string `json:"name"`
-		Max    int64  `json:"max"`
-		Window string `json:"window"`
-	}
-	type plan struct {
-		Name      string  `json:"name"`
-		MaxRadius float64 `json:"max_radius_m"`
-		Limits    []limit `json:"limits"`
-	}
-	var f struct {
-		Plans []plan `json:"plans"`
-	}
+	var f plans.File
 	for _, p := range ps {
-		fp := plan{Name: p.Name, MaxRadius: p.MaxRadius}
+		fp := plans.FilePlan{Name: p.Name, MaxRadius: p.MaxRadius}
 		for _, l := range p.Limits {
-			fp.Limits = append(fp.Limits, limit{Name: l.Name, Max: l.Max, Window: l.Window.String()})
+			fp.Limits = append(fp.Limits, plans.FileLimit{Name: l.Name, Max: l.Max, Window: l.Window.String()})
 		}
 		f.Plans = append(f.Plans, fp)
 	}
@@ -93,6 +82,7 @@ func Start(ctx context.Context, bin string, env []string, logs io.Writer) (*Inst
 	}
 	in := &Instance{URL: "http://" + addr, cmd: cmd, exited: make(chan error, 1)}
 	go func() { in.exited <- cmd.Wait() }()
+	hc := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
@@ -103,7 +93,7 @@ func Start(ctx context.Context, bin string, env []string, logs io.Writer) (*Inst
 			return nil, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
-		if resp, err := http.Get(in.URL + "/healthz"); err == nil {
+		if resp, err := hc.Get(in.URL + "/healthz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return in, nil
