@@ -21,9 +21,10 @@ type Memory struct {
 }
 
 type memLog struct {
-	entries []memEntry // in admit order
+	entries []memEntry // in admit order, which is time order
 	seq     int64
 	expires int64 // microseconds: one longest window after the last admit, like a Redis key's TTL
+	last    int64 // the latest time seen
 }
 
 type memEntry struct{ at, seq, cost int64 }
@@ -72,6 +73,9 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 	if lg == nil {
 		lg = &memLog{}
 	}
+	// Time never runs back, as in the Redis script.
+	now = max(now, lg.last)
+	lg.last = now
 	var wmax int64
 	raw := make([]limitUsage, len(plan.Limits))
 	allowed := true
@@ -87,7 +91,7 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 	if allowed && record {
 		lg.seq++
 		seq = lg.seq
-		lg.insert(memEntry{at: now, seq: seq, cost: cost})
+		lg.entries = append(lg.entries, memEntry{at: now, seq: seq, cost: cost}) // time never runs back: still in order
 		lg.expires = now + wmax
 		for i := range raw {
 			// The new entry is in every window; it is the oldest only of an
@@ -131,14 +135,6 @@ func (lg *memLog) usage(cut, excess, w int64) limitUsage {
 		}
 	}
 	return u
-}
-
-// insert keeps entries ordered by admit time, even if the clock went back.
-func (lg *memLog) insert(e memEntry) {
-	i := sort.Search(len(lg.entries), func(i int) bool { return lg.entries[i].at > e.at })
-	lg.entries = append(lg.entries, memEntry{})
-	copy(lg.entries[i+1:], lg.entries[i:])
-	lg.entries[i] = e
 }
 
 func (lg *memLog) trim(cut int64) {

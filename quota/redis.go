@@ -3,8 +3,10 @@ package quota
 import (
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -96,8 +98,8 @@ func (r *Redis) Peek(ctx context.Context, identity string, plan Plan) (Decision,
 }
 
 func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64, record bool) (Decision, error) {
-	keys := []string{r.key(identity)}
-	reply, err := chargeScript.Run(ctx, r.client, keys, r.chargeArgs(plan, cost, record)...).Int64Slice()
+	keys := r.keys(identity)
+	reply, err := chargeScript.Run(ctx, r.client, keys[:], r.chargeArgs(plan, cost, record)...).Int64Slice()
 	if err != nil {
 		return Decision{}, fmt.Errorf("quota: charge: %w", err)
 	}
@@ -111,14 +113,24 @@ func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64,
 	return decide(identity, plan, cost, reply[0] == 1, reply[1], reply[2], raw), nil
 }
 
-// chargeArgs returns the ARGV of charge.lua.
+// chargeArgs returns the ARGV of charge.lua: the struct format of its
+// numbers, and the numbers packed as big-endian doubles, so the script
+// parses no text (parsing and formatting doubles is most of what a script
+// costs Redis).
 func (r *Redis) chargeArgs(plan Plan, cost int64, record bool) []any {
-	args := make([]any, 0, 3+2*len(plan.Limits))
-	args = append(args, boolArg(record), cost, r.nowArg())
+	n := 3 + 4*len(plan.Limits)
+	packed := make([]byte, 0, 8*n)
+	put := func(v int64) { packed = binary.BigEndian.AppendUint64(packed, math.Float64bits(float64(v))) }
+	put(boolNum(record))
+	put(cost)
+	put(r.nowMicros())
 	for _, l := range plan.Limits {
-		args = append(args, l.Window.Microseconds(), l.Max)
+		put(l.Window.Microseconds())
+		put(l.Max)
+		put(0) // the state has four numbers a limit; the arguments use two
+		put(0)
 	}
-	return args
+	return []any{">" + strings.Repeat("d", n), packed}
 }
 
 // Refund removes an admitted charge. It reports whether it did: false means
@@ -142,8 +154,8 @@ func (r *Redis) settle(ctx context.Context, rc Receipt, actual int64) (Receipt, 
 	if err := checkSettle(rc, actual); err != nil {
 		return Receipt{}, false, err
 	}
-	keys := []string{r.key(rc.identity)}
-	member, err := settleScript.Run(ctx, r.client, keys, rc.member, rc.at, actual).Text()
+	keys := r.keys(rc.identity)
+	member, err := settleScript.Run(ctx, r.client, keys[:], rc.member, rc.at, actual).Text()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return Receipt{}, false, nil
@@ -157,29 +169,32 @@ func (r *Redis) settle(ctx context.Context, rc Receipt, actual int64) (Receipt, 
 
 // Reset forgets every charge of identity, under every plan.
 func (r *Redis) Reset(ctx context.Context, identity string) error {
-	if err := r.client.Del(ctx, r.key(identity)).Err(); err != nil {
+	keys := r.keys(identity)
+	if err := r.client.Del(ctx, keys[:]...).Err(); err != nil {
 		return fmt.Errorf("quota: reset: %w", err)
 	}
 	return nil
 }
 
-// key returns the one key that holds identity's log and state. The escaped
-// identity is its hash tag, so any key added beside it for the same
-// identity would share its Redis Cluster slot.
-func (r *Redis) key(identity string) string {
-	return r.prefix + "{" + escapeIdentity(identity) + "}"
+// keys returns the log and state keys of identity. Both carry the escaped
+// identity as their hash tag, so they share a Redis Cluster slot.
+func (r *Redis) keys(identity string) [2]string {
+	base := r.prefix + "{" + escapeIdentity(identity) + "}"
+	return [2]string{base + ":l", base + ":s"}
 }
 
-func (r *Redis) nowArg() string {
+// nowMicros is the injected clock's time, or -1 for the script to read
+// Redis TIME.
+func (r *Redis) nowMicros() int64 {
 	if r.now == nil {
-		return ""
+		return -1
 	}
-	return strconv.FormatInt(r.now().UnixMicro(), 10)
+	return r.now().UnixMicro()
 }
 
-func boolArg(b bool) string {
+func boolNum(b bool) int64 {
 	if b {
-		return "1"
+		return 1
 	}
-	return "0"
+	return 0
 }

@@ -171,51 +171,58 @@ func TestNoScriptRecovery(t *testing.T) {
 	}
 }
 
-// The key expires one longest window after the last admit; a peek or a
+// Both keys expire one longest window after the last admit; a peek or a
 // denial never creates a key without a TTL, and idle identities vanish.
 func TestKeysExpire(t *testing.T) {
 	ctx := context.Background()
 	c := redisClient(t)
 	s := NewRedis(c, WithPrefix(testPrefix(t)))
 	p := mustPlan(t, "ttl", Limit{Name: "short", Max: 2, Window: 150 * time.Millisecond}, Limit{Name: "long", Max: 5, Window: 300 * time.Millisecond})
-	key := s.key("e")
+	keys := s.keys("e")
+	checkTTLs := func(when string) {
+		t.Helper()
+		for _, k := range keys {
+			if ttl := c.PTTL(ctx, k).Val(); ttl <= 0 || ttl > 300*time.Millisecond {
+				t.Errorf("%s: PTTL %s = %v, want in (0, 300ms]", when, k, ttl)
+			}
+		}
+	}
 
 	peek(t, s, "e", p)
-	if n := c.Exists(ctx, key).Val(); n != 0 {
-		t.Fatal("a peek at an idle identity created its key")
+	if n := c.Exists(ctx, keys[:]...).Val(); n != 0 {
+		t.Fatalf("a peek at an idle identity created %d keys", n)
 	}
 	charge(t, s, "e", p, 2)
 	charge(t, s, "e", p, 1) // denied by the short limit
-	if ttl := c.PTTL(ctx, key).Val(); ttl <= 0 || ttl > 300*time.Millisecond {
-		t.Errorf("PTTL = %v, want in (0, 300ms]", ttl)
-	}
+	checkTTLs("after an admit and a denial")
 	time.Sleep(400 * time.Millisecond)
-	if n := c.Exists(ctx, key).Val(); n != 0 {
-		t.Error("the key of an idle identity remains one window after the last admit")
+	if n := c.Exists(ctx, keys[:]...).Val(); n != 0 {
+		t.Errorf("%d keys of an idle identity remain one window after the last admit", n)
 	}
-	// A denial or peek after the window has emptied but before the key
-	// expired leaves nothing behind either.
+	// A peek after the short window has emptied, which rewrites the state,
+	// leaves it no longer-lived than the log.
 	charge(t, s, "e", p, 2)
 	time.Sleep(160 * time.Millisecond) // out of the short window only
 	peek(t, s, "e", p)
-	if ttl := c.PTTL(ctx, key).Val(); ttl <= 0 || ttl > 300*time.Millisecond {
-		t.Errorf("after a peek PTTL = %v, want in (0, 300ms]", ttl)
-	}
+	checkTTLs("after a peek")
 }
 
-// The hash tag is the escaped identity, whatever bytes it holds: the tag
-// cannot be steered by braces in the identity, and identities spread over
-// slots.
+// Both keys of an identity share one cluster slot whatever bytes the
+// identity holds: the hash tag is the escaped identity, which braces in it
+// cannot steer, and identities spread over slots.
 func TestClusterHashTag(t *testing.T) {
 	ctx := context.Background()
 	c := clusterClient(t)
 	s := NewRedis(c, WithPrefix("tileapi:q:"))
 	slots := map[int64]bool{}
 	for _, id := range []string{"plain", "{x}", "a}b{c", "}", "{", "with space", "\x00\xff", "k:{user1}", "ab", "ba", "abc"} {
-		key := s.key(id)
-		slot := c.ClusterKeySlot(ctx, key).Val()
+		keys := s.keys(id)
+		slot := c.ClusterKeySlot(ctx, keys[0]).Val()
+		if other := c.ClusterKeySlot(ctx, keys[1]).Val(); other != slot {
+			t.Errorf("%q: keys %q and %q are in slots %d and %d", id, keys[0], keys[1], slot, other)
+		}
 		if tagged := c.ClusterKeySlot(ctx, "other{"+escapeIdentity(id)+"}").Val(); tagged != slot {
-			t.Errorf("%q: key %q is in slot %d, not its tag's slot %d", id, key, slot, tagged)
+			t.Errorf("%q: key %q is in slot %d, not its tag's slot %d", id, keys[0], slot, tagged)
 		}
 		slots[slot] = true
 	}
