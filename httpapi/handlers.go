@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/paulmach/orb/maptile"
 
 	"github.com/tileapi/tileapi/field"
 
@@ -27,31 +28,27 @@ func (s *Server) handleWithin(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problemFor(err))
 		return
 	}
-	c, err := s.identify(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if q.Radius > c.plan.MaxRadius {
-		p := newProblem(http.StatusUnprocessableEntity, "radius-exceeds-plan", "Radius larger than the plan allows",
-			fmt.Sprintf("radius %g m is above plan %q's maximum of %g m", q.Radius, c.plan.Name, c.plan.MaxRadius))
-		p.Field, p.MaxRadius = "radius", min(c.plan.MaxRadius, c.plan.Cost.LargestRadius(c.plan.Quota.MaxCost()))
-		writeProblem(w, p)
-		return
-	}
-	s.serve(w, r, c, metered{
-		route: "within",
-		cost:  c.plan.Cost.Radius(q.Radius),
-		fits: func(p *problem, budget int64) {
-			p.Field, p.MaxRadius = "radius", c.plan.Cost.LargestRadius(budget)
-		},
-		work: func(ctx context.Context) (*response, error) {
-			ns, err := s.cfg.Geofence.Within(ctx, q)
-			if err != nil {
-				return nil, err
-			}
-			return geoJSON(geofence.NearCollection(ns))
-		},
+	s.gate(w, r, func(c caller) (metered, error) {
+		if q.Radius > c.plan.MaxRadius {
+			p := newProblem(http.StatusUnprocessableEntity, "radius-exceeds-plan", "Radius larger than the plan allows",
+				fmt.Sprintf("radius %g m is above plan %q's maximum of %g m", q.Radius, c.plan.Name, c.plan.MaxRadius))
+			p.Field, p.MaxRadius = "radius", min(c.plan.MaxRadius, c.plan.Cost.LargestRadius(c.plan.Quota.MaxCost()))
+			return metered{}, p
+		}
+		return metered{
+			route: "within",
+			cost:  c.plan.Cost.Radius(q.Radius),
+			fits: func(p *problem, budget int64) {
+				p.Field, p.MaxRadius = "radius", c.plan.Cost.LargestRadius(budget)
+			},
+			work: func(ctx context.Context) (*response, error) {
+				ns, err := s.cfg.Geofence.Within(ctx, q)
+				if err != nil {
+					return nil, err
+				}
+				return geoJSON(geofence.NearCollection(ns))
+			},
+		}, nil
 	})
 }
 
@@ -67,38 +64,32 @@ func (s *Server) handleContains(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problemFor(err))
 		return
 	}
-	c, err := s.identify(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.serve(w, r, c, metered{
-		route: "contains",
-		cost:  c.plan.Cost.Flat,
-		work: func(ctx context.Context) (*response, error) {
-			fs, err := s.cfg.Geofence.Contains(ctx, q)
-			if err != nil {
-				return nil, err
-			}
-			return geoJSON(geofence.FenceCollection(fs))
-		},
+	s.gate(w, r, func(c caller) (metered, error) {
+		return metered{
+			route: "contains",
+			cost:  c.plan.Cost.Flat,
+			work: func(ctx context.Context) (*response, error) {
+				fs, err := s.cfg.Geofence.Contains(ctx, q)
+				if err != nil {
+					return nil, err
+				}
+				return geoJSON(geofence.FenceCollection(fs))
+			},
+		}, nil
 	})
 }
 
 // handleCatalog serves GET /v1/tiles: the layers, with their TileJSON URLs.
 func (s *Server) handleCatalog(w http.ResponseWriter, r *http.Request) {
-	c, err := s.identify(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	base := s.baseURL(r)
-	s.serve(w, r, c, metered{
-		route: "catalog",
-		cost:  c.plan.Cost.Flat,
-		work: func(context.Context) (*response, error) {
-			return jsonResponse(map[string]any{"layers": tiles.Catalog(base + "/v1/tiles/{layer}.json")})
-		},
+	s.gate(w, r, func(c caller) (metered, error) {
+		return metered{
+			route: "catalog",
+			cost:  c.plan.Cost.Flat,
+			work: func(context.Context) (*response, error) {
+				return jsonResponse(map[string]any{"layers": tiles.Catalog(base + "/v1/tiles/{layer}.json")})
+			},
+		}, nil
 	})
 }
 
@@ -109,18 +100,15 @@ func (s *Server) handleTileJSON(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problemFor(err))
 		return
 	}
-	c, err := s.identify(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	base := s.baseURL(r)
-	s.serve(w, r, c, metered{
-		route: "tilejson",
-		cost:  c.plan.Cost.Flat,
-		work: func(context.Context) (*response, error) {
-			return jsonResponse(l.TileJSON(base + "/v1/tiles/" + l.Name + "/{z}/{x}/{y}.mvt"))
-		},
+	s.gate(w, r, func(c caller) (metered, error) {
+		return metered{
+			route: "tilejson",
+			cost:  c.plan.Cost.Flat,
+			work: func(context.Context) (*response, error) {
+				return jsonResponse(l.TileJSON(base + "/v1/tiles/" + l.Name + "/{z}/{x}/{y}.mvt"))
+			},
+		}, nil
 	})
 }
 
@@ -133,13 +121,20 @@ func (s *Server) handleTile(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problemFor(err))
 		return
 	}
-	c, err := s.identify(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+	s.gate(w, r, func(c caller) (metered, error) {
+		return s.tileRequest(r, c, l, t), nil
+	})
+}
+
+// tileRequest prices a tile by whether the cache holds it, and renders and
+// caches it on a miss.
+func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile.Tile) metered {
 	key := fmt.Sprintf("%s/%s/%d/%d/%d", s.cfg.DataVersion, l.Name, t.Z, t.X, t.Y)
-	cached, hit, err := s.cfg.TileCache.Get(r.Context(), key)
+	// The cache is Redis too: it gets the quota's time budget, and a miss
+	// is what a slow cache counts as.
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.QuotaTimeout)
+	cached, hit, err := s.cfg.TileCache.Get(ctx, key)
+	cancel()
 	if err != nil {
 		s.log.WarnContext(r.Context(), "tile cache read failed", "err", err)
 		hit = false
@@ -150,7 +145,7 @@ func (s *Server) handleTile(w http.ResponseWriter, r *http.Request) {
 		price, state = c.plan.Cost.CachedTile(l.Name, z), "HIT"
 	}
 	s.metrics.tileCache.WithLabelValues(state).Inc()
-	s.serve(w, r, c, metered{
+	return metered{
 		route: "tile",
 		cost:  price,
 		fits: func(p *problem, budget int64) {
@@ -165,9 +160,11 @@ func (s *Server) handleTile(w http.ResponseWriter, r *http.Request) {
 				if body, err = s.cfg.Tiles.Tile(ctx, l, t); err != nil {
 					return nil, err
 				}
-				if err := s.cfg.TileCache.Set(ctx, key, body); err != nil {
+				setCtx, cancel := context.WithTimeout(ctx, s.cfg.QuotaTimeout)
+				if err := s.cfg.TileCache.Set(setCtx, key, body); err != nil {
 					s.log.WarnContext(ctx, "tile cache write failed", "err", err)
 				}
+				cancel()
 			}
 			sum := sha256.Sum256(body)
 			return &response{
@@ -180,7 +177,7 @@ func (s *Server) handleTile(w http.ResponseWriter, r *http.Request) {
 				},
 			}, nil
 		},
-	})
+	}
 }
 
 // handleQuota serves GET /v1/quota: the caller's usage of each limit of its
@@ -203,6 +200,22 @@ func (s *Server) handleQuota(w http.ResponseWriter, r *http.Request) {
 	}
 	setQuotaHeaders(w.Header(), d)
 	writeJSON(w, http.StatusOK, usageOf(c.plan.Name, d))
+}
+
+// gate identifies the caller and serves the metered request that build
+// makes for it; an error from build is answered before any charge.
+func (s *Server) gate(w http.ResponseWriter, r *http.Request, build func(caller) (metered, error)) {
+	c, err := s.identify(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	m, err := build(c)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.serve(w, r, c, m)
 }
 
 // fail answers an error met before any charge.

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tileapi/tileapi/keys"
+	"github.com/tileapi/tileapi/quota"
 )
 
 // ExactnessConfig is a run of the exactness scenario.
@@ -117,8 +118,9 @@ func Exactness(ctx context.Context, c ExactnessConfig) (*ExactnessReport, error)
 		}
 	}
 	if c.Prefix == "" {
-		c.Prefix = "tileapi:q:"
+		c.Prefix = quota.DefaultPrefix
 	}
+	quotaKeys := quota.NewRedis(c.Redis, quota.WithPrefix(c.Prefix))
 	hc := newHTTPClient(len(c.Keys) * c.ClientsPerKey)
 	ks, err := resolveKeys(ctx, hc, c.Targets, c.Keys, c.AdminToken)
 	if err != nil {
@@ -131,8 +133,7 @@ func Exactness(ctx context.Context, c ExactnessConfig) (*ExactnessReport, error)
 	redisKeys := make([]string, len(ks))
 	longest := time.Duration(0)
 	for i, k := range ks {
-		// "key:<digits>" needs none of the quota's escaping.
-		redisKeys[i] = c.Prefix + "{key:" + strconv.FormatInt(k.ID, 10) + "}"
+		redisKeys[i] = quotaKeys.LogKey("key:" + strconv.FormatInt(k.ID, 10))
 		for _, l := range limits[i] {
 			longest = max(longest, l.Window)
 		}

@@ -176,6 +176,12 @@ func (r *Redis) Reset(ctx context.Context, identity string) error {
 	return nil
 }
 
+// LogKey returns the key of identity's log, for audits such as the load
+// tool's exactness check: a sorted set with one entry per admitted charge
+// still in some window (and up to 15 that have left all of them), scored by
+// its admit time in microseconds, with member "<seq>:<cost>".
+func (r *Redis) LogKey(identity string) string { return r.keys(identity)[0] }
+
 // keys returns the log and state keys of identity. Both carry the escaped
 // identity as their hash tag, so they share a Redis Cluster slot.
 func (r *Redis) keys(identity string) [2]string {
