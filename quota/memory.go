@@ -9,9 +9,8 @@ import (
 
 // Memory is a quota store held in this process, with the same semantics as
 // Redis: for a service with a single process, and as the reference model
-// that Redis is tested against. It keeps the plain log and sums it on every
-// call, which costs O(entries in the longest window): at most that limit's
-// maximum, since every entry costs at least one unit.
+// that Redis is tested against. It keeps the plain log with a running total
+// on each entry, so a window's sum is a binary search and a subtraction.
 type Memory struct {
 	now func() time.Time
 
@@ -27,7 +26,9 @@ type memLog struct {
 	last    int64 // the latest time seen
 }
 
-type memEntry struct{ at, seq, cost int64 }
+// memEntry is one admitted charge; cum is the total cost of the log up to
+// and including it, so any window's sum is a difference of two cums.
+type memEntry struct{ at, seq, cost, cum int64 }
 
 // sweepEvery is how many calls pass between sweeps of expired identities.
 const sweepEvery = 4096
@@ -91,7 +92,7 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 	if allowed && record {
 		lg.seq++
 		seq = lg.seq
-		lg.entries = append(lg.entries, memEntry{at: now, seq: seq, cost: cost}) // time never runs back: still in order
+		lg.entries = append(lg.entries, memEntry{at: now, seq: seq, cost: cost, cum: lg.total() + cost}) // time never runs back: still in order
 		lg.expires = now + wmax
 		for i := range raw {
 			// The new entry is in every window; it is the oldest only of an
@@ -118,10 +119,8 @@ func (lg *memLog) usage(cut, excess, w int64) limitUsage {
 	u := limitUsage{oldest: -1, freeAt: -1}
 	first := sort.Search(len(lg.entries), func(i int) bool { return lg.entries[i].at > cut })
 	in := lg.entries[first:]
-	for _, e := range in {
-		u.used += e.cost
-	}
 	if len(in) > 0 {
+		u.used = lg.total() - (in[0].cum - in[0].cost)
 		u.oldest = in[0].at
 	}
 	need := u.used + excess
@@ -135,6 +134,26 @@ func (lg *memLog) usage(cut, excess, w int64) limitUsage {
 		}
 	}
 	return u
+}
+
+// total is the cum of the newest entry.
+func (lg *memLog) total() int64 {
+	if len(lg.entries) == 0 {
+		return 0
+	}
+	return lg.entries[len(lg.entries)-1].cum
+}
+
+// recount rebuilds the cums from entry i on, after a charge changed.
+func (lg *memLog) recount(i int) {
+	var cum int64
+	if i > 0 {
+		cum = lg.entries[i-1].cum
+	}
+	for ; i < len(lg.entries); i++ {
+		cum += lg.entries[i].cost
+		lg.entries[i].cum = cum
+	}
 }
 
 func (lg *memLog) trim(cut int64) {
@@ -179,9 +198,11 @@ func (m *Memory) Settle(_ context.Context, rc Receipt, actual int64) (Receipt, b
 		}
 		if actual == 0 {
 			lg.entries = append(lg.entries[:i], lg.entries[i+1:]...)
+			lg.recount(i)
 			return Receipt{}, true, nil
 		}
 		lg.entries[i].cost = actual
+		lg.recount(i)
 		return Receipt{identity: rc.identity, member: memberOf(e.seq, actual), at: rc.at, cost: actual}, true, nil
 	}
 	return Receipt{}, false, nil
