@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tileapi/tileapi/internal/spatialtest"
 	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/keys"
 )
 
 // eachMode runs f against the embedded mode (everything in process) and
@@ -275,5 +279,24 @@ func TestUnmeteredRoutes(t *testing.T) {
 	}
 	if u := e.used(t, key("five")...); !slices.Equal(u, []int64{0}) {
 		t.Errorf("unmetered routes were charged: used %v", u)
+	}
+}
+
+// When the key store fails (here a real database without the keys table),
+// a keyed request is a 503 to retry, and nothing is charged.
+func TestKeyStoreDown(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, c *Config) {
+		pool, err := pgxpool.New(context.Background(), spatialtest.Schema(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		c.Keys = keys.NewResolver(keys.NewPostgres(pool), time.Second)
+	})
+	var p problem
+	resp := e.get(t, contains, key("std")...)
+	decode(t, resp, http.StatusServiceUnavailable, &p)
+	if p.Code != "keys-unavailable" || resp.Header.Get("Retry-After") != "1" || resp.Header.Get("X-RateLimit-Cost") != "" {
+		t.Errorf("key store down: %+v, Retry-After %q, cost %q", p, resp.Header.Get("Retry-After"), resp.Header.Get("X-RateLimit-Cost"))
 	}
 }

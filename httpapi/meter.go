@@ -51,7 +51,10 @@ func (s *Server) identify(r *http.Request) (caller, error) {
 		if errors.Is(err, keys.ErrUnknown) || errors.Is(err, keys.ErrRevoked) {
 			return caller{}, err
 		}
-		return caller{}, fmt.Errorf("httpapi: resolve key %s: %w", prefix, err)
+		s.log.ErrorContext(r.Context(), "key lookup failed", "key", prefix, "err", err)
+		p := newProblem(http.StatusServiceUnavailable, "keys-unavailable", "Key store unavailable", "the API key could not be checked; retry shortly")
+		p.RetryAfterMS = 1000
+		return caller{}, p
 	}
 	p, ok := s.cfg.Plans.Lookup(k.Plan)
 	if !ok {
@@ -152,10 +155,9 @@ func (s *Server) work(w http.ResponseWriter, r *http.Request, c caller, m metere
 	resp, err := m.work(r.Context())
 	s.metrics.queryLatency.WithLabelValues(m.route).Observe(time.Since(start).Seconds())
 	if err != nil {
+		// Whatever went wrong, the client gets nothing for its units.
+		s.refund(r.Context(), c, rc)
 		p := problemFor(err)
-		if p.Status >= 500 || r.Context().Err() != nil {
-			s.refund(r.Context(), c, rc)
-		}
 		if p.Status >= 500 {
 			s.log.ErrorContext(r.Context(), "request failed", "route", m.route, "err", err)
 		}
