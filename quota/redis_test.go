@@ -177,13 +177,14 @@ func TestKeysExpire(t *testing.T) {
 	ctx := context.Background()
 	c := redisClient(t)
 	s := NewRedis(c, WithPrefix(testPrefix(t)))
-	p := mustPlan(t, "ttl", Limit{Name: "short", Max: 2, Window: 150 * time.Millisecond}, Limit{Name: "long", Max: 5, Window: 300 * time.Millisecond})
+	const short, long = 300 * time.Millisecond, time.Second
+	p := mustPlan(t, "ttl", Limit{Name: "short", Max: 2, Window: short}, Limit{Name: "long", Max: 5, Window: long})
 	keys := s.keys("e")
 	checkTTLs := func(when string) {
 		t.Helper()
 		for _, k := range keys {
-			if ttl := c.PTTL(ctx, k).Val(); ttl <= 0 || ttl > 300*time.Millisecond {
-				t.Errorf("%s: PTTL %s = %v, want in (0, 300ms]", when, k, ttl)
+			if ttl := c.PTTL(ctx, k).Val(); ttl <= 0 || ttl > long {
+				t.Errorf("%s: PTTL %s = %v, want in (0, %v]", when, k, ttl, long)
 			}
 		}
 	}
@@ -195,14 +196,14 @@ func TestKeysExpire(t *testing.T) {
 	charge(t, s, "e", p, 2)
 	charge(t, s, "e", p, 1) // denied by the short limit
 	checkTTLs("after an admit and a denial")
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(long + 200*time.Millisecond)
 	if n := c.Exists(ctx, keys[:]...).Val(); n != 0 {
 		t.Errorf("%d keys of an idle identity remain one window after the last admit", n)
 	}
 	// A peek after the short window has emptied, which rewrites the state,
 	// leaves it no longer-lived than the log.
 	charge(t, s, "e", p, 2)
-	time.Sleep(160 * time.Millisecond) // out of the short window only
+	time.Sleep(short + 50*time.Millisecond) // out of the short window only
 	peek(t, s, "e", p)
 	checkTTLs("after a peek")
 }
