@@ -351,8 +351,8 @@ func waitAbsent(ctx context.Context, rdb redis.UniversalClient, keys []string, t
 }
 
 // logReader accumulates the entries of the quota logs of some keys, read
-// repeatedly: an entry is "<seq>:<cost>" scored by its admit time in
-// microseconds; the state's members have negative scores and are not read.
+// repeatedly: an entry is scored by its admit time in microseconds, and
+// quota.ParseLogEntry reads its cost.
 type logReader struct {
 	rdb  redis.UniversalClient
 	keys []string
@@ -378,13 +378,11 @@ func (lr *logReader) read(ctx context.Context) error {
 		lr.mu.Lock()
 		for _, z := range zs {
 			m, _ := z.Member.(string)
-			_, c, ok := strings.Cut(m, ":")
-			cost, err := strconv.ParseInt(c, 10, 64)
-			if !ok || err != nil {
+			at, cost, err := quota.ParseLogEntry(m)
+			if err != nil || at != int64(z.Score) {
 				lr.mu.Unlock()
-				return fmt.Errorf("loadtest: %s: member %q is not <seq>:<cost>", k, m)
+				return fmt.Errorf("loadtest: %s: member %q scored %v is not a log entry: %v", k, m, z.Score, err)
 			}
-			at := int64(z.Score)
 			lr.seen[i][m+"@"+strconv.FormatInt(at, 10)] = Admission{At: at, Cost: cost}
 		}
 		lr.mu.Unlock()

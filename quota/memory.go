@@ -21,14 +21,15 @@ type Memory struct {
 
 type memLog struct {
 	entries []memEntry // in admit order, which is time order
-	seq     int64
-	expires int64 // microseconds: one longest window after the last admit, like a Redis key's TTL
-	last    int64 // the latest time seen
+	dup     int64      // the number of charges admitted at time last
+	expires int64      // microseconds: one longest window after the last admit, like a Redis key's TTL
+	last    int64      // the latest time seen
 }
 
-// memEntry is one admitted charge; cum is the total cost of the log up to
+// memEntry is one admitted charge; dup counts the charges admitted before it
+// at the same time (see memberOf); cum is the total cost of the log up to
 // and including it, so any window's sum is a difference of two cums.
-type memEntry struct{ at, seq, cost, cum int64 }
+type memEntry struct{ at, dup, cost, cum int64 }
 
 // sweepEvery is how many calls pass between sweeps of expired identities.
 const sweepEvery = 4096
@@ -75,8 +76,10 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 		lg = &memLog{}
 	}
 	// Time never runs back, as in the Redis script.
-	now = max(now, lg.last)
-	lg.last = now
+	if now > lg.last {
+		lg.last, lg.dup = now, 0
+	}
+	now = lg.last
 	var wmax int64
 	raw := make([]limitUsage, len(plan.Limits))
 	allowed := true
@@ -88,11 +91,11 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 	}
 	lg.trim(now - wmax)
 
-	var seq int64
+	dup := int64(-1)
 	if allowed && record {
-		lg.seq++
-		seq = lg.seq
-		lg.entries = append(lg.entries, memEntry{at: now, seq: seq, cost: cost, cum: lg.total() + cost}) // time never runs back: still in order
+		dup = lg.dup
+		lg.dup++
+		lg.entries = append(lg.entries, memEntry{at: now, dup: dup, cost: cost, cum: lg.total() + cost}) // time never runs back: still in order
 		lg.expires = now + wmax
 		for i := range raw {
 			// The new entry is in every window; it is the oldest only of an
@@ -108,7 +111,7 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 	} else {
 		m.logs[identity] = lg
 	}
-	return decide(identity, plan, cost, allowed, now, seq, raw)
+	return decide(identity, plan, cost, allowed, now, dup, raw)
 }
 
 // usage measures the window that holds the entries admitted after cut. excess
@@ -193,7 +196,7 @@ func (m *Memory) Settle(_ context.Context, rc Receipt, actual int64) (Receipt, b
 		return Receipt{}, false, nil
 	}
 	for i, e := range lg.entries {
-		if e.at != rc.at || memberOf(e.seq, e.cost) != rc.member {
+		if memberOf(e.at, e.dup, e.cost) != rc.member {
 			continue
 		}
 		if actual == 0 {
@@ -203,7 +206,7 @@ func (m *Memory) Settle(_ context.Context, rc Receipt, actual int64) (Receipt, b
 		}
 		lg.entries[i].cost = actual
 		lg.recount(i)
-		return Receipt{identity: rc.identity, member: memberOf(e.seq, actual), at: rc.at, cost: actual}, true, nil
+		return Receipt{identity: rc.identity, member: memberOf(e.at, e.dup, actual), at: rc.at, cost: actual}, true, nil
 	}
 	return Receipt{}, false, nil
 }

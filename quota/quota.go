@@ -170,7 +170,7 @@ func (d Decision) BindingLimit() LimitState { return d.Limits[d.Binding] }
 // Receipt identifies one admitted charge. The zero Receipt identifies none.
 type Receipt struct {
 	identity string
-	member   string // the log entry, "<seq>:<cost>"
+	member   string // the log entry: see memberOf
 	at       int64  // admit time, microseconds since the Unix epoch
 	cost     int64
 }

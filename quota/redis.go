@@ -114,9 +114,9 @@ func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64,
 }
 
 // chargeArgs returns the ARGV of charge.lua: the struct format of its
-// numbers, and the numbers packed as big-endian doubles, so the script
-// parses no text (parsing and formatting doubles is most of what a script
-// costs Redis).
+// numbers, the numbers packed as big-endian doubles, and the keys' TTL as
+// text, so the script parses and formats no number (that is most of what a
+// script costs Redis).
 func (r *Redis) chargeArgs(plan Plan, cost int64, record bool) []any {
 	n := 3 + 4*len(plan.Limits)
 	packed := make([]byte, 0, 8*n)
@@ -124,13 +124,31 @@ func (r *Redis) chargeArgs(plan Plan, cost int64, record bool) []any {
 	put(boolNum(record))
 	put(cost)
 	put(r.nowMicros())
+	var longest time.Duration
 	for _, l := range plan.Limits {
 		put(l.Window.Microseconds())
 		put(l.Max)
 		put(0) // the state has four numbers a limit; the arguments use two
 		put(0)
+		longest = max(longest, l.Window)
 	}
-	return []any{">" + strings.Repeat("d", n), packed}
+	return []any{structFormat(n), packed, strconv.FormatInt(longest.Milliseconds(), 10)}
+}
+
+// structFormats holds the struct formats of plans of up to 8 limits, so a
+// decision builds none.
+var structFormats = func() (f [3 + 4*8 + 1]string) {
+	for i := range f {
+		f[i] = ">" + strings.Repeat("d", i)
+	}
+	return f
+}()
+
+func structFormat(n int) string {
+	if n < len(structFormats) {
+		return structFormats[n]
+	}
+	return ">" + strings.Repeat("d", n)
 }
 
 // Refund removes an admitted charge. It reports whether it did: false means
@@ -155,7 +173,7 @@ func (r *Redis) settle(ctx context.Context, rc Receipt, actual int64) (Receipt, 
 		return Receipt{}, false, err
 	}
 	keys := r.keys(rc.identity)
-	member, err := settleScript.Run(ctx, r.client, keys[:], rc.member, rc.at, actual).Text()
+	member, err := settleScript.Run(ctx, r.client, keys[:], rc.member, actual).Text()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return Receipt{}, false, nil
@@ -179,14 +197,16 @@ func (r *Redis) Reset(ctx context.Context, identity string) error {
 // LogKey returns the key of identity's log, for audits such as the load
 // tool's exactness check: a sorted set with one entry per admitted charge
 // still in some window (and up to 15 that have left all of them), scored by
-// its admit time in microseconds, with member "<seq>:<cost>".
+// its admit time in microseconds; ParseLogEntry reads its members.
 func (r *Redis) LogKey(identity string) string { return r.keys(identity)[0] }
 
 // keys returns the log and state keys of identity. Both carry the escaped
-// identity as their hash tag, so they share a Redis Cluster slot.
+// identity as their hash tag, so they share a Redis Cluster slot. The "2"
+// is the layout's version: keys of an older layout are never read, and
+// expire on their own.
 func (r *Redis) keys(identity string) [2]string {
-	base := r.prefix + "{" + escapeIdentity(identity) + "}"
-	return [2]string{base + ":l", base + ":s"}
+	base := r.prefix + "{" + escapeIdentity(identity) + "}:"
+	return [2]string{base + "l2", base + "s2"}
 }
 
 // nowMicros is the injected clock's time, or -1 for the script to read
