@@ -20,21 +20,21 @@
 --                    have left this window (and may wait in the log for a
 --                    longer one)
 --            oldest  the admit time of its oldest entry, -1 if it is empty
--- ARGV[1]  the struct format of the arguments and of the state: ">" and
---          3 + 4n "d"s (both have that many numbers)
+-- ARGV[1]  the struct format of the arguments, of the state and of the
+--          reply: ">" and 3 + 4n "d"s (all three have that many numbers)
 -- ARGV[2]  the arguments, packed: record (1 to record an admitted cost, 0 to
 --          only look), cost, now in microseconds (-1: take it from Redis
 --          TIME), then per limit: window (microseconds), max, 0, 0
 -- ARGV[3]  the longest window in milliseconds, as text: the keys' TTL
 --
--- Returns {allowed, now, dup, then per limit: used, oldest, free_at}, where
--- dup is the admitted entry's count of earlier charges at its time (-1 when
--- nothing was admitted), oldest the admit time of the oldest entry in the
--- window (-1 if none) and free_at the time at which enough weight has left
--- the window for the cost to fit (-1 if it fits now).
-local call, unpackf = redis.call, struct.unpack
--- The struct format of an entry, by its length minus 7.
-local ENTRY = {'>I7B', '>I7H', '>I7I3', '>I7I4', '>I7I5', '>I7I6', 0, 0, 0, '>I7I6'}
+-- Returns, packed like the arguments: allowed (1 or 0), now, dup (the
+-- admitted entry's count of earlier charges at its time, -1 when nothing was
+-- admitted), then per limit: used, oldest, free_at, 0, where oldest is
+-- the admit time of the oldest entry in the window (-1 if none) and free_at
+-- the time at which enough weight has left the window for the cost to fit
+-- (-1 if it fits now). One string: Redis converts a table of numbers to a
+-- reply at a cost per element.
+local call, unpackf, packf = redis.call, struct.unpack, struct.pack
 local log, statekey, fmt, ttl = KEYS[1], KEYS[2], ARGV[1], ARGV[3]
 local a = {unpackf(fmt, ARGV[2])}
 local record, cost, now = a[1] == 1, a[2], a[3]
@@ -42,8 +42,21 @@ local score -- now as text for ZADD, built from TIME's own text when it can be
 if now < 0 then
   local t = call('TIME')
   now = t[1] * 1000000 + t[2]
-  score = t[1] .. string.sub('00000' .. t[2], -6)
+  local us = t[2]
+  if #us < 6 then us = string.sub('00000' .. us, -6) end
+  score = t[1] .. us
 end
+
+-- entry returns the admit time and cost of a log member.
+local function entry(m)
+  local size = #m - 7
+  local f = size == 1 and '>I7I1' or size == 2 and '>I7I2' or size == 3 and '>I7I3'
+    or size == 4 and '>I7I4' or size == 5 and '>I7I5' or '>I7I6'
+  return unpackf(f, m)
+end
+
+-- Ranks are passed as text: Redis would format a Lua number as a double.
+local function rank(r) return string.format('%d', r) end
 local n = (#a - 4) / 4 -- struct.unpack also returned the next position
 
 local wmax = 0
@@ -106,7 +119,7 @@ for i = 1, n do
   if fresh then
     local s, k, o = 0, 0, -1
     for e = 1, #all do
-      local at, wgt = unpackf(ENTRY[#all[e] - 7], all[e])
+      local at, wgt = entry(all[e])
       if at <= c then k = k + 1 else
         s = s + wgt
         if o < 0 then o = at end
@@ -121,9 +134,9 @@ for i = 1, n do
     -- inside) and grow.
     local s, k, o, size = st[j + 1], st[j + 2], -1, 2
     repeat
-      local batch = call('ZRANGE', log, k, k + size - 1)
+      local batch = call('ZRANGE', log, rank(k), rank(k + size - 1))
       for e = 1, #batch do
-        local at, wgt = unpackf(ENTRY[#batch[e] - 7], batch[e])
+        local at, wgt = entry(batch[e])
         if at > c then o = at; break end
         s, k = s - wgt, k + 1
       end
@@ -143,7 +156,7 @@ for i = 1, n do
   if a[4 * i] == wmax then drop = st[4 * i + 2] end
 end
 if drop >= 16 or (fresh and drop > 0) then
-  call('ZREMRANGEBYRANK', log, 0, drop - 1)
+  call('ZREMRANGEBYRANK', log, '0', rank(drop - 1))
   for i = 1, n do st[4 * i + 2] = st[4 * i + 2] - drop end
   changed = true
 end
@@ -155,9 +168,10 @@ if admitted then
   if st[1] == 0 then
     local size = cost < 256 and 1 or cost < 65536 and 2 or cost < 16777216 and 3
       or cost < 4294967296 and 4 or cost < 1099511627776 and 5 or 6
-    member = struct.pack(ENTRY[size], now, cost)
+    member = packf(size == 1 and '>I7I1' or size == 2 and '>I7I2' or size == 3 and '>I7I3'
+      or size == 4 and '>I7I4' or size == 5 and '>I7I5' or '>I7I6', now, cost)
   else
-    member = struct.pack('>I7I6I4', now, cost, st[1] % 4294967296)
+    member = packf('>I7I6I4', now, cost, st[1] % 4294967296)
   end
   st[1] = st[1] + 1
   call('ZADD', log, score or string.format('%d', now), member)
@@ -167,7 +181,7 @@ if admitted then
   end
   -- Both keys live one longest window past the last admit, then vanish.
   call('PEXPIRE', log, ttl)
-  call('SET', statekey, struct.pack(fmt, unpack(st)), 'PX', ttl)
+  call('SET', statekey, packf(fmt, unpack(st)), 'PX', ttl)
 elseif changed then
   local idle = true
   for i = 1, n do
@@ -178,41 +192,42 @@ elseif changed then
     call('DEL', log, statekey)
   elseif not fresh then
     -- The state expires with the log: both were last set together.
-    call('SET', statekey, struct.pack(fmt, unpack(st)), 'KEEPTTL')
+    call('SET', statekey, packf(fmt, unpack(st)), 'KEEPTTL')
   else
     local left = call('PTTL', log)
     if left > 0 then
-      call('SET', statekey, struct.pack(fmt, unpack(st)), 'PX', left)
+      call('SET', statekey, packf(fmt, unpack(st)), 'PX', left)
     else
       call('DEL', log, statekey)
     end
   end
 end
 
-local out = {allowed and 1 or 0, now, admitted and st[1] - 1 or -1}
+-- The reply is written over the arguments, each read before it is replaced.
+a[1], a[2], a[3] = allowed and 1 or 0, now, admitted and st[1] - 1 or -1
 for i = 1, n do
   -- For a violated limit, walk the window from its oldest entry until the
   -- weight that will have left covers the excess.
-  local j = 4 * i
-  local need = st[j + 1] + cost - a[j + 1]
+  local w = a[4 * i]
+  local need = st[4 * i + 1] + cost - a[4 * i + 1]
   local free_at = -1
   if not allowed and need > 0 then
-    local k, gone = st[j + 2], 0
+    local k, gone = st[4 * i + 2], 0
     while free_at < 0 do
-      local batch = call('ZRANGE', log, k, k + 63)
+      local batch = call('ZRANGE', log, rank(k), rank(k + 63))
       for e = 1, #batch do
-        local at, wgt = unpackf(ENTRY[#batch[e] - 7], batch[e])
+        local at, wgt = entry(batch[e])
         gone = gone + wgt
         if gone >= need then
-          free_at = at + a[j]
+          free_at = at + w
           break
         end
       end
       if #batch < 64 then break end
       k = k + 64
     end
-    if free_at < 0 then free_at = now + a[j] end
+    if free_at < 0 then free_at = now + w end
   end
-  out[#out + 1] = st[j + 1]; out[#out + 1] = st[j + 3]; out[#out + 1] = free_at
+  a[4 * i], a[4 * i + 1], a[4 * i + 2] = st[4 * i + 1], st[4 * i + 3], free_at
 end
-return out
+return packf(fmt, unpack(a, 1, 3 + 4 * n))

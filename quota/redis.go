@@ -99,24 +99,28 @@ func (r *Redis) Peek(ctx context.Context, identity string, plan Plan) (Decision,
 
 func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64, record bool) (Decision, error) {
 	keys := r.keys(identity)
-	reply, err := chargeScript.Run(ctx, r.client, keys[:], r.chargeArgs(plan, cost, record)...).Int64Slice()
+	reply, err := chargeScript.Run(ctx, r.client, keys[:], r.chargeArgs(plan, cost, record)...).Text()
 	if err != nil {
 		return Decision{}, fmt.Errorf("quota: charge: %w", err)
 	}
-	if len(reply) != 3+3*len(plan.Limits) {
-		return Decision{}, fmt.Errorf("quota: charge: script returned %d values, want %d", len(reply), 3+3*len(plan.Limits))
+	want := 3 + 4*len(plan.Limits)
+	if len(reply) != 8*want {
+		return Decision{}, fmt.Errorf("quota: charge: script returned %d bytes, want %d numbers", len(reply), want)
+	}
+	num := func(i int) int64 {
+		return int64(math.Float64frombits(binary.BigEndian.Uint64([]byte(reply[8*i : 8*i+8]))))
 	}
 	raw := make([]limitUsage, len(plan.Limits))
 	for i := range raw {
-		raw[i] = limitUsage{used: reply[3+3*i], oldest: reply[4+3*i], freeAt: reply[5+3*i]}
+		raw[i] = limitUsage{used: num(3 + 4*i), oldest: num(4 + 4*i), freeAt: num(5 + 4*i)}
 	}
-	return decide(identity, plan, cost, reply[0] == 1, reply[1], reply[2], raw), nil
+	return decide(identity, plan, cost, num(0) == 1, num(1), num(2), raw), nil
 }
 
 // chargeArgs returns the ARGV of charge.lua: the struct format of its
-// numbers, the numbers packed as big-endian doubles, and the keys' TTL as
-// text, so the script parses and formats no number (that is most of what a
-// script costs Redis).
+// numbers (and of its reply), the numbers packed as big-endian doubles, and
+// the keys' TTL as text, so the script parses and formats no number (that
+// is most of what a script costs Redis).
 func (r *Redis) chargeArgs(plan Plan, cost int64, record bool) []any {
 	n := 3 + 4*len(plan.Limits)
 	packed := make([]byte, 0, 8*n)
