@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -245,5 +246,52 @@ func TestEscapeIdentityIsOneToOne(t *testing.T) {
 			}
 		}
 		seen[e] = id
+	}
+}
+
+// The members charge.lua packs are the ones memberOf builds (receipts name
+// them), ParseLogEntry reads them back, and their admit time is their score.
+func TestLogEntries(t *testing.T) {
+	ctx := context.Background()
+	c := redisClient(t)
+	clk := newClock()
+	s := NewRedis(c, WithPrefix(testPrefix(t)), WithClock(clk.Now))
+	p := mustPlan(t, "entries", Limit{Name: "w", Max: MaxUnits, Window: time.Hour})
+	costs := []int64{1, 255, 256, 65535, 65536, 1<<24 - 1, 1 << 24, 1<<32 - 1, 1 << 32, 1<<40 - 1, 1 << 40}
+	for i, cost := range costs {
+		id := "e" + strconv.Itoa(i)
+		clk.Set(time.Duration(i) * time.Millisecond)
+		want := map[string]int64{}
+		for range 1 + boolNum(2*cost <= MaxUnits) { // a second at the same instant is packed apart
+			d := charge(t, s, id, p, cost)
+			if !d.Allowed {
+				t.Fatalf("cost %d denied", cost)
+			}
+			want[d.Receipt.member] = cost
+		}
+		zs, err := c.ZRangeWithScores(ctx, s.LogKey(id), 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(zs) != len(want) {
+			t.Fatalf("cost %d: log holds %d entries, want %d", cost, len(zs), len(want))
+		}
+		for _, z := range zs {
+			m := z.Member.(string)
+			at, got, err := ParseLogEntry(m)
+			switch {
+			case err != nil:
+				t.Errorf("ParseLogEntry(%q): %v", m, err)
+			case want[m] == 0:
+				t.Errorf("member %x is no receipt's", m)
+			case got != cost || at != int64(z.Score):
+				t.Errorf("member %x reads as (%d, %d), want (%d, %d)", m, at, got, int64(z.Score), cost)
+			}
+		}
+	}
+	for _, bad := range []string{"", "1234567", "12345678901234", "1:5"} {
+		if _, _, err := ParseLogEntry(bad); err == nil {
+			t.Errorf("ParseLogEntry(%q) accepted it", bad)
+		}
 	}
 }

@@ -343,3 +343,55 @@ func TestReceipts(t *testing.T) {
 		}
 	})
 }
+
+// Charges at one instant (a frozen clock, a clock stepped back) each keep
+// their own entry, whatever their costs, and each can be refunded or
+// settled on its own.
+func TestSameInstant(t *testing.T) {
+	eachStore(t, func(t *testing.T, fx fixture) {
+		ctx := context.Background()
+		p := mustPlan(t, "instant", Limit{Name: "w", Max: MaxUnits, Window: time.Second})
+		costs := []int64{3, 3, 1, 255, 256, 3, 65536, 1 << 39}
+		var receipts []Receipt
+		var sum int64
+		for _, c := range costs {
+			d := charge(t, fx.store, "i", p, c)
+			if !d.Allowed {
+				t.Fatalf("cost %d denied", c)
+			}
+			sum += c
+			if got := d.Limits[0].Used; got != sum {
+				t.Fatalf("after cost %d: used %d, want %d", c, got, sum)
+			}
+			for _, r := range receipts {
+				if r == d.Receipt {
+					t.Fatalf("cost %d: receipt %+v given twice", c, r)
+				}
+			}
+			receipts = append(receipts, d.Receipt)
+		}
+		// Refund the second 3 and settle the first one down to 1.
+		if ok, err := fx.store.Refund(ctx, receipts[1]); err != nil || !ok {
+			t.Fatalf("refund: %v %v", ok, err)
+		}
+		if _, ok, err := fx.store.Settle(ctx, receipts[0], 1); err != nil || !ok {
+			t.Fatalf("settle: %v %v", ok, err)
+		}
+		if ok, _ := fx.store.Refund(ctx, receipts[1]); ok {
+			t.Error("a refunded receipt was refunded again")
+		}
+		sum -= 3 + 2
+		if got := peek(t, fx.store, "i", p).Limits[0].Used; got != sum {
+			t.Errorf("after refund and settle: used %d, want %d", got, sum)
+		}
+		// A later charge at the same instant is still its own entry.
+		charge(t, fx.store, "i", p, 3)
+		if got := peek(t, fx.store, "i", p).Limits[0].Used; got != sum+3 {
+			t.Errorf("after one more: used %d, want %d", got, sum+3)
+		}
+		fx.clock.Set(time.Second)
+		if got := peek(t, fx.store, "i", p).Limits[0].Used; got != 0 {
+			t.Errorf("a window later: used %d, want 0", got)
+		}
+	})
+}
