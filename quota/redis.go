@@ -210,7 +210,8 @@ func (r *Redis) LogKey(identity string) string { return r.keys(identity)[0] }
 // expire on their own.
 func (r *Redis) keys(identity string) [2]string {
 	base := r.prefix + "{" + escapeIdentity(identity) + "}:"
-	return [2]string{base + "l2", base + "s2"}
+	both := base + "l2" + base + "s2" // one allocation for the two
+	return [2]string{both[:len(both)/2], both[len(both)/2:]}
 }
 
 // nowMicros is the injected clock's time, or -1 for the script to read
