@@ -11,7 +11,8 @@ import (
 //	go test ./quota -run TestMemoryPerEntry -v
 //
 // It fails if an in-window entry costs more than the bound: members are kept
-// short ("<seq>:<cost>") so that a busy identity stays cheap.
+// short (8 bytes for most charges: see memberOf) so that a busy identity
+// stays cheap.
 func TestMemoryPerEntry(t *testing.T) {
 	ctx := context.Background()
 	c := redisClient(t)
