@@ -38,6 +38,7 @@ local call, unpackf, packf = redis.call, struct.unpack, struct.pack
 local log, statekey, fmt, ttl = KEYS[1], KEYS[2], ARGV[1], ARGV[3]
 local a = {unpackf(fmt, ARGV[2])}
 local record, cost, now = a[1] == 1, a[2], a[3]
+local n = (#a - 4) / 4 -- struct.unpack also returned the next position
 local score -- now as text for ZADD, built from TIME's own text when it can be
 if now < 0 then
   local t = call('TIME')
@@ -57,7 +58,6 @@ end
 
 -- Ranks are passed as text: Redis would format a Lua number as a double.
 local function rank(r) return string.format('%d', r) end
-local n = (#a - 4) / 4 -- struct.unpack also returned the next position
 
 local wmax = 0
 for i = 1, n do
