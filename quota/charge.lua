@@ -48,13 +48,15 @@ if now < 0 then
   score = t[1] .. us
 end
 
--- entry returns the admit time and cost of a log member.
-local function entry(m)
-  local size = #m - 7
-  local f = size == 1 and '>I7I1' or size == 2 and '>I7I2' or size == 3 and '>I7I3'
+-- entryFormat is the struct format of a member whose cost takes size bytes
+-- (constants: building the string would format a number).
+local function entryFormat(size)
+  return size == 1 and '>I7I1' or size == 2 and '>I7I2' or size == 3 and '>I7I3'
     or size == 4 and '>I7I4' or size == 5 and '>I7I5' or '>I7I6'
-  return unpackf(f, m)
 end
+
+-- entry returns the admit time and cost of a log member.
+local function entry(m) return unpackf(entryFormat(#m - 7), m) end
 
 -- Ranks are passed as text: Redis would format a Lua number as a double.
 local function rank(r) return string.format('%d', r) end
@@ -168,8 +170,7 @@ if admitted then
   if st[1] == 0 then
     local size = cost < 256 and 1 or cost < 65536 and 2 or cost < 16777216 and 3
       or cost < 4294967296 and 4 or cost < 1099511627776 and 5 or 6
-    member = packf(size == 1 and '>I7I1' or size == 2 and '>I7I2' or size == 3 and '>I7I3'
-      or size == 4 and '>I7I4' or size == 5 and '>I7I5' or '>I7I6', now, cost)
+    member = packf(entryFormat(size), now, cost)
   else
     member = packf('>I7I6I4', now, cost, st[1] % 4294967296)
   end
