@@ -12,19 +12,23 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 )
 
+// benchPerSecond is the limit of the benchmark: a million a second, never
+// reached. At 2^30 a second redis_rate's GCRA step (2^-30 s) is lost in the
+// rounding of its float clock, so it would write nothing and the baseline
+// would be a read (TestBaselineWrites).
+const benchPerSecond = 1_000_000
+
 // BenchmarkDecision measures one admitted decision against real Redis, at 1
 // and 64 concurrent callers, with go-redis/redis_rate's AllowN (GCRA, the
 // best-known Go limiter) as the baseline in the same run:
 //
-//	go test ./quota -run '^$' -bench Decision -benchmem -count 6 | tee bench.txt
+//	go test ./quota -run '^$' -bench Decision -benchmem -count 10 | tee bench.txt
 //	benchstat -col /impl bench.txt
 //
 // Callers spread over 1,000 identities with a limit they never reach, so
 // every decision is an admit that writes; the window is one second, so each
 // identity's log is in its steady state, one charge in and about one out a
-// call. The limit is a million a second for both: at 2^30 a second
-// redis_rate's GCRA step (2^-30 s) is lost in the rounding of its float
-// clock, so it would write nothing and the baseline would be a read.
+// call. The limit is benchPerSecond for both.
 func BenchmarkDecision(b *testing.B) {
 	ctx := context.Background()
 	c := redisClient(b)
@@ -33,7 +37,7 @@ func BenchmarkDecision(b *testing.B) {
 	for i := range ids {
 		ids[i] = "bench-" + strconv.Itoa(i)
 	}
-	const perSecond = 1_000_000
+	const perSecond = benchPerSecond
 	oneLimit := mustPlan(b, "one", PerSecond(perSecond))
 	twoLimits := mustPlan(b, "two", Limit{Name: "burst", Max: perSecond, Window: 100 * time.Millisecond}, PerSecond(perSecond))
 	rate := redis_rate.NewLimiter(c)
@@ -81,6 +85,27 @@ func BenchmarkDecision(b *testing.B) {
 					}
 				})
 			})
+		}
+	}
+}
+
+// The baseline of BenchmarkDecision records its decisions, as tileapi does:
+// at benchPerSecond redis_rate writes its key; at 2^30 a second it does not.
+func TestBaselineWrites(t *testing.T) {
+	ctx := context.Background()
+	c := redisClient(t)
+	rate := redis_rate.NewLimiter(c)
+	for _, tc := range []struct {
+		perSecond int
+		writes    bool
+	}{{benchPerSecond, true}, {1 << 30, false}} {
+		key := testPrefix(t) + strconv.Itoa(tc.perSecond)
+		if _, err := rate.AllowN(ctx, key, redis_rate.PerSecond(tc.perSecond), 1); err != nil {
+			t.Fatal(err)
+		}
+		// redis_rate prefixes its keys with "rate:".
+		if n := c.Exists(ctx, "rate:"+key).Val(); (n == 1) != tc.writes {
+			t.Errorf("redis_rate at %d a second: key written = %v, want %v", tc.perSecond, n == 1, tc.writes)
 		}
 	}
 }
