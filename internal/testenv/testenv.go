@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -110,6 +111,20 @@ func Main(m *testing.M) int {
 		os.RemoveAll(cluster.dir)
 	}
 	return code
+}
+
+// RequireCommand skips the test (or fails it under
+// TILEAPI_TEST_REQUIRE_SERVICES) when name is not on PATH; install says how
+// to get it.
+func RequireCommand(tb testing.TB, name, install string) {
+	tb.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		msg := fmt.Sprintf("%s is not available: %s (%v)", name, install, err)
+		if os.Getenv(EnvRequireServices) != "" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
 }
 
 func unavailable(tb testing.TB, what, env string, err error) {

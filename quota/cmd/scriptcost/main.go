@@ -1,0 +1,245 @@
+// Command scriptcost counts the instructions Redis executes per quota
+// decision, for tileapi's charge script (one and two limits) and for
+// go-redis/redis_rate's AllowN, by running redis-server under Valgrind's
+// callgrind. Unlike a timed benchmark the counts barely move from run to
+// run, so they show what a change to charge.lua costs Redis.
+//
+//	go run ./quota/cmd/scriptcost [-redis-server redis-server] [-n 3000]
+//
+// It needs valgrind (apt-get install valgrind) and starts its own
+// redis-server on a free loopback port. Under callgrind a decision takes
+// about a millisecond, so the defaults (100 identities, a 2 s window) keep
+// each log in the steady state of the benchmark: about one charge in and
+// one out a call. Each implementation first runs n decisions to reach it,
+// then n more are counted. Build redis-server with symbols and read the
+// dumps (-keep) with callgrind_annotate to see where the instructions go.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/quota"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "scriptcost:", err)
+		os.Exit(1)
+	}
+}
+
+// limit is the units a second of every plan: never reached, and large
+// enough that redis_rate records each decision (see the quota benchmark).
+const limit = 1_000_000
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("scriptcost", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	server := fs.String("redis-server", "redis-server", "the redis-server binary to run under callgrind")
+	n := fs.Int("n", 3000, "decisions counted per implementation (as many again warm up)")
+	ids := fs.Int("ids", 100, "identities the decisions cycle over")
+	window := fs.Duration("window", 2*time.Second, "the window of the plans (the burst limit of two is a tenth of it)")
+	keep := fs.String("keep", "", "a directory to keep the callgrind dumps in (default: a temporary one, removed)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *n < 1 || *ids < 1 || *window < 10*time.Millisecond {
+		return errors.New("-n and -ids must be at least 1, -window at least 10ms")
+	}
+	for _, tool := range []string{"valgrind", "callgrind_control"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s not found: apt-get install valgrind", tool)
+		}
+	}
+	dir := *keep
+	if dir == "" {
+		d, err := os.MkdirTemp("", "scriptcost")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+
+	rs, err := startRedis(ctx, *server, dir, stderr)
+	if err != nil {
+		return err
+	}
+	defer rs.stop()
+
+	one, err := quota.NewPlan("one", quota.Limit{Name: "window", Max: limit, Window: *window})
+	if err != nil {
+		return err
+	}
+	two, err := quota.NewPlan("two",
+		quota.Limit{Name: "burst", Max: limit, Window: *window / 10},
+		quota.Limit{Name: "window", Max: limit, Window: *window})
+	if err != nil {
+		return err
+	}
+	store := quota.NewRedis(rs.client, quota.WithPrefix("scriptcost:"))
+	rate := redis_rate.NewLimiter(rs.client)
+	impls := []struct {
+		name   string
+		decide func(ctx context.Context, id string) error
+	}{
+		{"redis_rate", func(ctx context.Context, id string) error {
+			_, err := rate.AllowN(ctx, "scriptcost:"+id, redis_rate.PerSecond(limit), 1)
+			return err
+		}},
+		{"tileapi", func(ctx context.Context, id string) error {
+			_, err := store.Charge(ctx, id, one, 1)
+			return err
+		}},
+		{"tileapi-2limits", func(ctx context.Context, id string) error {
+			_, err := store.Charge(ctx, "2:"+id, two, 1)
+			return err
+		}},
+	}
+
+	perDecision := make([]float64, len(impls))
+	for i, impl := range impls {
+		fmt.Fprintf(stderr, "%s: %d decisions to warm up, %d counted\n", impl.name, *n, *n)
+		loop := func() error {
+			for j := range *n {
+				if err := impl.decide(ctx, "id-"+strconv.Itoa(j%*ids)); err != nil {
+					return fmt.Errorf("%s: %w", impl.name, err)
+				}
+			}
+			return nil
+		}
+		if err := loop(); err != nil {
+			return err
+		}
+		if err := rs.control("-z"); err != nil {
+			return err
+		}
+		if err := loop(); err != nil {
+			return err
+		}
+		total, err := rs.dump()
+		if err != nil {
+			return err
+		}
+		perDecision[i] = float64(total) / float64(*n)
+	}
+
+	fmt.Fprintf(stdout, "%-16s %14s %8s\n", "implementation", "instr/decision", "ratio")
+	for i, impl := range impls {
+		fmt.Fprintf(stdout, "%-16s %14.0f %8.2f\n", impl.name, perDecision[i], perDecision[i]/perDecision[0])
+	}
+	fmt.Fprintf(stdout, "(redis-server under callgrind, %d decisions each after as many to warm up, %d identities, %s window; ratio to redis_rate)\n",
+		*n, *ids, *window)
+	return nil
+}
+
+// redisUnderCallgrind is a redis-server run by valgrind --tool=callgrind.
+type redisUnderCallgrind struct {
+	cmd    *exec.Cmd
+	dir    string
+	client *redis.Client
+	dumps  int
+}
+
+func startRedis(ctx context.Context, server, dir string, stderr io.Writer) (*redisUnderCallgrind, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "valgrind", "--tool=callgrind",
+		"--callgrind-out-file="+filepath.Join(dir, "callgrind.out.%p"),
+		server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no")
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start valgrind %s: %w", server, err)
+	}
+	rs := &redisUnderCallgrind{cmd: cmd, dir: dir,
+		client: redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), ReadTimeout: 30 * time.Second, MaxRetries: -1})}
+	fmt.Fprintf(stderr, "redis-server under callgrind on 127.0.0.1:%d (pid %d)\n", port, cmd.Process.Pid)
+	deadline := time.Now().Add(2 * time.Minute)
+	for rs.client.Ping(ctx).Err() != nil {
+		if time.Now().After(deadline) {
+			rs.stop()
+			return nil, errors.New("redis-server under callgrind did not answer PING within 2 minutes")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return rs, nil
+}
+
+func (rs *redisUnderCallgrind) control(flag string) error {
+	out, err := exec.Command("callgrind_control", flag, strconv.Itoa(rs.cmd.Process.Pid)).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("callgrind_control %s: %v: %s", flag, err, out)
+	}
+	return nil
+}
+
+// dump writes the counts since the last zeroing to a new file and returns
+// their total.
+func (rs *redisUnderCallgrind) dump() (int64, error) {
+	if err := rs.control("-d"); err != nil {
+		return 0, err
+	}
+	rs.dumps++
+	// callgrind names the dumps <file>.<pid>.<k>, k counting from 1.
+	name := filepath.Join(rs.dir, fmt.Sprintf("callgrind.out.%d.%d", rs.cmd.Process.Pid, rs.dumps))
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return 0, fmt.Errorf("read the dump: %w (dumps there: %v)", err, rs.files())
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "summary: "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s has no summary line", name)
+}
+
+func (rs *redisUnderCallgrind) files() []string {
+	m, _ := filepath.Glob(filepath.Join(rs.dir, "callgrind.out.*"))
+	sort.Strings(m)
+	return m
+}
+
+func (rs *redisUnderCallgrind) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rs.client.Shutdown(ctx) // answers with an error as the connection closes
+	rs.client.Close()
+	done := make(chan struct{})
+	go func() { rs.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		rs.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
