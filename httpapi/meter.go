@@ -46,8 +46,29 @@ func (s *Server) identify(r *http.Request) (caller, error) {
 	}
 	prefix := keys.PrefixOf(secret)
 	setLogKey(r.Context(), prefix)
+	// A key that is not cached costs a lookup in the key store: an address
+	// that keeps presenting unknown ones is stopped before it does.
+	ip := middleware.GetClientIP(r.Context())
+	guarded := s.unknownKeys != nil && ip != "" && !s.cfg.Keys.Cached(secret)
+	if guarded {
+		p, err := s.unknownKeys.check(r.Context(), ip)
+		switch {
+		case err != nil:
+			s.metrics.redisErrors.Inc()
+			s.log.WarnContext(r.Context(), "unknown-key guard: quota store failed; looking the key up", "err", err)
+		case p != nil:
+			s.metrics.unknownKeyBlocks.Inc()
+			return caller{}, p
+		}
+	}
 	k, err := s.cfg.Keys.Resolve(r.Context(), secret)
 	if err != nil {
+		if errors.Is(err, keys.ErrUnknown) && guarded {
+			if err := s.unknownKeys.failed(r.Context(), ip); err != nil {
+				s.metrics.redisErrors.Inc()
+				s.log.WarnContext(r.Context(), "unknown-key guard: quota store failed", "err", err)
+			}
+		}
 		if errors.Is(err, keys.ErrUnknown) || errors.Is(err, keys.ErrRevoked) {
 			return caller{}, err
 		}

@@ -19,6 +19,9 @@ type metrics struct {
 	redisErrors     prometheus.Counter
 	failOpen        prometheus.Counter
 	tileCache       *prometheus.CounterVec // HIT or MISS
+	// unknownKeyBlocks counts requests refused, without a key lookup, for
+	// an address that presented too many unknown keys.
+	unknownKeyBlocks prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -59,9 +62,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		tileCache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tileapi_tile_cache_total", Help: "Tile cache lookups by result (HIT, MISS).",
 		}, []string{"result"}),
+		unknownKeyBlocks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tileapi_unknown_key_blocks_total", Help: "Requests refused without a key lookup: their address presented too many unknown API keys.",
+		}),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.decisions, m.unitsCharged,
-		m.unitsRefunded, m.nearLimit, m.quotaLatency, m.queryLatency, m.redisErrors, m.failOpen, m.tileCache} {
+		m.unitsRefunded, m.nearLimit, m.quotaLatency, m.queryLatency, m.redisErrors, m.failOpen, m.tileCache, m.unknownKeyBlocks} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("httpapi: metrics: %w", err)
 		}

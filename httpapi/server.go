@@ -53,6 +53,9 @@ type TileCache interface {
 // Keys resolves presented API keys: a keys.Resolver.
 type Keys interface {
 	Resolve(ctx context.Context, secret string) (keys.Key, error)
+	// Cached reports whether Resolve would answer without asking the key
+	// store.
+	Cached(secret string) bool
 }
 
 // KeyAdmin manages API keys: keys.Postgres or keys.Memory.
@@ -99,6 +102,12 @@ type Config struct {
 	Shadow bool
 	// QuotaTimeout bounds each quota call (default 50ms).
 	QuotaTimeout time.Duration
+	// UnknownKeys is how many unknown API keys one client address may
+	// present in a minute; beyond that, keys it presents that are not in
+	// the resolver's cache are answered 429 without a lookup, so a flood of
+	// made-up keys cannot reach the key store. Default
+	// DefaultUnknownKeys; negative disables the guard.
+	UnknownKeys int64
 	// PublicURL is the scheme and host clients reach the service at, for
 	// the URLs in TileJSON (default: taken from each request).
 	PublicURL string
@@ -115,10 +124,11 @@ type Config struct {
 
 // Server is the HTTP handler of tileapi.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	metrics *metrics
-	handler http.Handler
+	cfg         Config
+	log         *slog.Logger
+	metrics     *metrics
+	unknownKeys *unknownKeyGuard // nil when disabled
+	handler     http.Handler
 }
 
 // NewServer returns the handler of every route.
@@ -143,7 +153,11 @@ func NewServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, metrics: m}
+	guard, err := newUnknownKeyGuard(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, metrics: m, unknownKeys: guard}
 	s.handler = s.routes()
 	return s, nil
 }

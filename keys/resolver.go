@@ -74,6 +74,16 @@ func (r *Resolver) Resolve(ctx context.Context, secret string) (Key, error) {
 	return e.key, nil
 }
 
+// Cached reports whether Resolve would answer for secret from the cache,
+// without a lookup in the store.
+func (r *Resolver) Cached(secret string) bool {
+	h := string(Hash(secret))
+	r.mu.Lock()
+	e, ok := r.cache[h]
+	r.mu.Unlock()
+	return ok && time.Now().Before(e.expires)
+}
+
 // put caches e under h, first evicting a random entry if the cache is
 // full.
 func (r *Resolver) put(h string, e entry) {

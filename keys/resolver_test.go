@@ -52,6 +52,22 @@ func TestResolver(t *testing.T) {
 				t.Errorf("3 resolves made %d lookups, want 1", n)
 			}
 		}},
+		{"tells what is cached", func(t *testing.T, s *counting, r *keys.Resolver) {
+			_, secret := mustCreate(t)(s.Create(ctx, "ci", "free"))
+			for _, sec := range []string{secret, "tk_00000000_nope"} {
+				if r.Cached(sec) {
+					t.Errorf("%s cached before any resolve", keys.PrefixOf(sec))
+				}
+				r.Resolve(ctx, sec)
+				if !r.Cached(sec) {
+					t.Errorf("%s not cached after a resolve", keys.PrefixOf(sec))
+				}
+			}
+			time.Sleep(ttl)
+			if r.Cached(secret) {
+				t.Error("still cached a ttl later")
+			}
+		}},
 		{"revocation applies within ttl", func(t *testing.T, s *counting, r *keys.Resolver) {
 			k, secret := mustCreate(t)(s.Create(ctx, "ci", "free"))
 			mustKey(t)(r.Resolve(ctx, secret))

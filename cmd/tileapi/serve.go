@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ type serveConfig struct {
 	anonymous, shadow                                            bool
 	quotaTimeout, keyCacheTTL, tileCacheTTL, queryTimeout        time.Duration
 	dbMaxConns                                                   int
+	unknownKeys                                                  int64
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -78,6 +80,11 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	dur(&c.tileCacheTTL, "tile-cache-ttl", "TILEAPI_TILE_CACHE_TTL", "1h", "how long a rendered tile is cached")
 	dur(&c.queryTimeout, "query-timeout", "TILEAPI_QUERY_TIMEOUT", "5s", "statement timeout of a spatial query")
 	fs.IntVar(&c.dbMaxConns, "db-max-conns", 10, "most database connections; keep it below the server's max_connections")
+	unknown, perr := strconv.ParseInt(env("TILEAPI_UNKNOWN_KEYS", strconv.Itoa(httpapi.DefaultUnknownKeys)), 10, 64)
+	if perr != nil {
+		err = errors.Join(err, fmt.Errorf("TILEAPI_UNKNOWN_KEYS: %w", perr))
+	}
+	fs.Int64Var(&c.unknownKeys, "unknown-keys", unknown, "unknown API keys one client address may present a minute before keys it sends are refused unlooked-up; -1: no limit ($TILEAPI_UNKNOWN_KEYS)")
 	if err != nil {
 		return c, err
 	}
@@ -86,6 +93,9 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	}
 	if c.quotaFailure != "open" && c.quotaFailure != "closed" {
 		return c, fmt.Errorf("-quota-failure %q: want open or closed", c.quotaFailure)
+	}
+	if c.unknownKeys == 0 {
+		return c, errors.New("-unknown-keys 0: want at least 1, or -1 for no limit")
 	}
 	return c, nil
 }
@@ -109,6 +119,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	cfg := httpapi.Config{
 		Plans: ps, NoAnonymous: !c.anonymous, FailClosed: c.quotaFailure == "closed", Shadow: c.shadow,
 		QuotaTimeout: c.quotaTimeout, AdminToken: c.adminToken, PublicURL: c.publicURL, Logger: log,
+		UnknownKeys: c.unknownKeys,
 	}
 	if c.trustedProxies != "" {
 		cfg.TrustedProxies = strings.Split(c.trustedProxies, ",")

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tileapi/tileapi/httpapi"
 	"github.com/tileapi/tileapi/internal/spatialtest"
 	"github.com/tileapi/tileapi/internal/testenv"
 )
@@ -228,5 +229,39 @@ func TestServePostGIS(t *testing.T) {
 	}
 	if strings.Contains(in.stderr.String(), secret) {
 		t.Error("the log holds the secret")
+	}
+}
+
+// The unknown-key guard's limit comes from -unknown-keys, else
+// TILEAPI_UNKNOWN_KEYS, else the default; 0 and text are refused.
+func TestParseServeUnknownKeys(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want int64
+		err  bool
+	}{
+		{want: httpapi.DefaultUnknownKeys},
+		{env: "7", want: 7},
+		{env: "7", args: []string{"-unknown-keys", "-1"}, want: -1},
+		{env: "0", err: true},
+		{env: "many", err: true},
+		{args: []string{"-unknown-keys", "0"}, err: true},
+	} {
+		getenv := func(name string) string {
+			if name == "TILEAPI_UNKNOWN_KEYS" {
+				return tc.env
+			}
+			return ""
+		}
+		c, err := parseServe(tc.args, getenv, io.Discard)
+		switch {
+		case tc.err && err == nil:
+			t.Errorf("env %q, args %q: no error", tc.env, tc.args)
+		case !tc.err && err != nil:
+			t.Errorf("env %q, args %q: %v", tc.env, tc.args, err)
+		case !tc.err && c.unknownKeys != tc.want:
+			t.Errorf("env %q, args %q: %d, want %d", tc.env, tc.args, c.unknownKeys, tc.want)
+		}
 	}
 }
