@@ -1,8 +1,8 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -51,6 +51,7 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	s.keysChanged(r.Context())
 	writeJSON(w, http.StatusCreated, struct {
 		keyJSON
 		Secret string `json:"secret"`
@@ -89,6 +90,7 @@ func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	s.keysChanged(r.Context())
 	writeJSON(w, http.StatusOK, keyOf(k))
 }
 
@@ -115,6 +117,7 @@ func (s *Server) handleSetPlan(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	s.keysChanged(r.Context())
 	writeJSON(w, http.StatusOK, keyOf(k))
 }
 
@@ -123,10 +126,10 @@ func (s *Server) handleKeyUsage(w http.ResponseWriter, r *http.Request) {
 	s.withKey(w, r, func(k keys.Key) {
 		p, ok := s.cfg.Plans.Lookup(k.Plan)
 		if !ok {
-			writeProblem(w, problemFor(field.Invalid("plan", "the key's plan %q is not configured", k.Plan)))
+			s.fail(w, r, &unknownPlanError{plan: k.Plan})
 			return
 		}
-		d, err := s.cfg.Quota.Peek(r.Context(), keyIdentity(k.ID), p.Quota)
+		d, err := s.quota.Peek(r.Context(), KeyIdentity(k.ID), p.Quota)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -139,12 +142,22 @@ func (s *Server) handleKeyUsage(w http.ResponseWriter, r *http.Request) {
 // charges.
 func (s *Server) handleResetUsage(w http.ResponseWriter, r *http.Request) {
 	s.withKey(w, r, func(k keys.Key) {
-		if err := s.cfg.Quota.Reset(r.Context(), keyIdentity(k.ID)); err != nil {
+		if err := s.quota.Reset(r.Context(), KeyIdentity(k.ID)); err != nil {
 			s.fail(w, r, err)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// keysChanged applies a change made through this server to its key index
+// at once; other servers apply it at their next refresh.
+func (s *Server) keysChanged(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.KeyTimeout)
+	defer cancel()
+	if err := s.cfg.Keys.Refresh(ctx); err != nil {
+		s.log.WarnContext(ctx, "key index refresh failed", "err", err)
+	}
 }
 
 func (s *Server) withKey(w http.ResponseWriter, r *http.Request, f func(keys.Key)) {
@@ -175,6 +188,3 @@ func keyID(r *http.Request) (int64, error) {
 	}
 	return id, nil
 }
-
-// keyIdentity is the quota identity of an API key.
-func keyIdentity(id int64) string { return fmt.Sprintf("key:%d", id) }

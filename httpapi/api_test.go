@@ -204,8 +204,12 @@ func TestRefundOnFailedQuery(t *testing.T) {
 	if p.Code != "internal" || strings.Contains(p.Detail, "relation") {
 		t.Errorf("500 body leaks or is wrong: %+v", p)
 	}
-	if resp.Header.Get("X-RateLimit-Cost") != "1" {
-		t.Errorf("the failed request was not metered first: cost %q", resp.Header.Get("X-RateLimit-Cost"))
+	// It was charged, then refunded, and its headers say so.
+	if st, cost := resp.Header.Get(headerStatus), resp.Header.Get("X-RateLimit-Cost"); st != statusRefunded || cost != "0" {
+		t.Errorf("the failed request: %s %q, cost %q; want refunded, 0", headerStatus, st, cost)
+	}
+	if rl := resp.Header.Get("RateLimit"); !strings.Contains(rl, `"burst";r=100;`) || !strings.Contains(rl, `"minute";r=600;`) {
+		t.Errorf("RateLimit %q does not show the units given back", rl)
 	}
 	if u := e.used(t, key("std")...); !slices.Equal(u, []int64{0, 0}) {
 		t.Errorf("failed request not refunded: used %v", u)
@@ -222,11 +226,15 @@ func TestKeys(t *testing.T) {
 	if resp := e.get(t, contains, "Authorization", "Bearer key-std"); resp.StatusCode != 200 {
 		t.Errorf("bearer key: status %d", resp.StatusCode)
 	}
+	// A key revoked in the store (by another server) stops working at the
+	// index's next refresh.
 	k, _ := e.keys.Lookup(context.Background(), hashOf("key-ten"))
 	if _, err := e.keys.Revoke(context.Background(), k.ID); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(60 * time.Millisecond) // the resolver's cache lifetime in these tests
+	if err := e.server.cfg.Keys.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	decode(t, e.get(t, contains, key("ten")...), http.StatusForbidden, &p)
 	if p.Code != "revoked-key" {
 		t.Errorf("revoked key: %+v", p)
@@ -283,7 +291,7 @@ func TestUnmeteredRoutes(t *testing.T) {
 }
 
 // When the key store fails (here a real database without the keys table),
-// a keyed request is a 503 to retry, and nothing is charged.
+// a key the index does not hold is a 503 to retry, and nothing is charged.
 func TestKeyStoreDown(t *testing.T) {
 	e := newEnv(t, func(t *testing.T, c *Config) {
 		pool, err := pgxpool.New(context.Background(), spatialtest.Schema(t))
@@ -291,12 +299,35 @@ func TestKeyStoreDown(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		c.Keys = keys.NewResolver(keys.NewPostgres(pool), time.Second)
+		c.Keys = keys.NewIndex(keys.NewPostgres(pool), time.Second)
 	})
 	var p problem
 	resp := e.get(t, contains, key("std")...)
 	decode(t, resp, http.StatusServiceUnavailable, &p)
 	if p.Code != "keys-unavailable" || resp.Header.Get("Retry-After") != "1" || resp.Header.Get("X-RateLimit-Cost") != "" {
 		t.Errorf("key store down: %+v, Retry-After %q, cost %q", p, resp.Header.Get("Retry-After"), resp.Header.Get("X-RateLimit-Cost"))
+	}
+}
+
+// A key the index holds keeps working while the key store is down: here
+// the store's database connections are closed after the index was loaded.
+func TestIndexedKeysOutliveTheKeyStore(t *testing.T) {
+	pool := spatialtest.Migrated(t)
+	ks := keys.NewPostgres(pool)
+	if _, err := ks.Add(context.Background(), "std", "std", "key-std-pg"); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, with(func(c *Config) { c.Keys = keys.NewIndex(ks, time.Minute) }))
+	if resp := e.get(t, contains, "X-API-Key", "key-std-pg"); resp.StatusCode != 200 {
+		t.Errorf("indexed key: status %d", resp.StatusCode)
+	}
+	pool.Close() // the key store is down from here
+	if resp := e.get(t, contains, "X-API-Key", "key-std-pg"); resp.StatusCode != 200 || resp.Header.Get(headerStatus) != statusCharged {
+		t.Errorf("indexed key with the key store down: status %d, %s %q", resp.StatusCode, headerStatus, resp.Header.Get(headerStatus))
+	}
+	var p problem
+	decode(t, e.get(t, contains, "X-API-Key", "key-not-indexed"), http.StatusServiceUnavailable, &p)
+	if p.Code != "keys-unavailable" {
+		t.Errorf("a key the index lacks, store down: %+v", p)
 	}
 }

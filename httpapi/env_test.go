@@ -118,7 +118,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 		Geofence:    geofence.NewMemory(d),
 		Tiles:       tiles.NewMemory(d),
 		TileCache:   tilecache.NewMemory(1<<20, time.Minute),
-		Keys:        keys.NewResolver(ks, 50*time.Millisecond),
+		Keys:        keys.NewIndex(ks, 50*time.Millisecond),
 		KeyAdmin:    ks,
 		Plans:       ps,
 		DataVersion: "test",
@@ -127,6 +127,12 @@ func newEnv(t *testing.T, opts ...option) *env {
 	}
 	for _, o := range opts {
 		o(t, &cfg)
+	}
+	if x, ok := cfg.Keys.(*keys.Index); ok {
+		// As serve does; a test of a failing key store finds it failing.
+		if err := x.Refresh(context.Background()); err != nil {
+			t.Log(err)
+		}
 	}
 	s, err := NewServer(cfg)
 	if err != nil {

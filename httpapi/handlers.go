@@ -29,15 +29,14 @@ func (s *Server) handleWithin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.gate(w, r, func(c caller) (metered, error) {
+		var overPlan error
 		if q.Radius > c.plan.MaxRadius {
-			p := newProblem(http.StatusUnprocessableEntity, "radius-exceeds-plan", "Radius larger than the plan allows",
-				fmt.Sprintf("radius %g m is above plan %q's maximum of %g m", q.Radius, c.plan.Name, c.plan.MaxRadius))
-			p.Field, p.MaxRadius = "radius", min(c.plan.MaxRadius, c.plan.Cost.LargestRadius(c.plan.Quota.MaxCost()))
-			return metered{}, p
+			overPlan = &overPlanError{plan: c.plan, radius: q.Radius}
 		}
 		return metered{
-			route: "within",
-			cost:  c.plan.Cost.Radius(q.Radius),
+			route:    "within",
+			cost:     c.plan.Cost.Radius(q.Radius),
+			overPlan: overPlan,
 			fits: func(p *problem, budget int64) {
 				p.Field, p.MaxRadius = "radius", c.plan.Cost.LargestRadius(budget)
 			},
@@ -130,11 +129,8 @@ func (s *Server) handleTile(w http.ResponseWriter, r *http.Request) {
 // caches it on a miss.
 func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile.Tile) metered {
 	key := fmt.Sprintf("%s/%s/%d/%d/%d", s.cfg.DataVersion, l.Name, t.Z, t.X, t.Y)
-	// The cache is Redis too: it gets the quota's time budget, and a miss
-	// is what a slow cache counts as.
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.QuotaTimeout)
-	cached, hit, err := s.cfg.TileCache.Get(ctx, key)
-	cancel()
+	// A slow or failing cache counts as a miss.
+	cached, hit, err := s.tileCache.Get(r.Context(), key)
 	if err != nil {
 		s.log.WarnContext(r.Context(), "tile cache read failed", "err", err)
 		hit = false
@@ -160,11 +156,7 @@ func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile
 				if body, err = s.cfg.Tiles.Tile(ctx, l, t); err != nil {
 					return nil, err
 				}
-				setCtx, cancel := context.WithTimeout(ctx, s.cfg.QuotaTimeout)
-				if err := s.cfg.TileCache.Set(setCtx, key, body); err != nil {
-					s.log.WarnContext(ctx, "tile cache write failed", "err", err)
-				}
-				cancel()
+				s.cacheLater(ctx, key, body)
 			}
 			sum := sha256.Sum256(body)
 			return &response{
@@ -180,6 +172,23 @@ func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile
 	}
 }
 
+// cacheLater stores a rendered tile without keeping the client waiting.
+// While too many writes are in flight (a slow cache) the tile is not
+// cached: it is rendered again next time.
+func (s *Server) cacheLater(ctx context.Context, key string, tile []byte) {
+	select {
+	case s.cacheWrites <- struct{}{}:
+	default:
+		return
+	}
+	go func() {
+		defer func() { <-s.cacheWrites }()
+		if err := s.tileCache.Set(context.WithoutCancel(ctx), key, tile); err != nil {
+			s.log.WarnContext(ctx, "tile cache write failed", "err", err)
+		}
+	}()
+}
+
 // handleQuota serves GET /v1/quota: the caller's usage of each limit of its
 // plan. It is not charged.
 func (s *Server) handleQuota(w http.ResponseWriter, r *http.Request) {
@@ -188,14 +197,10 @@ func (s *Server) handleQuota(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.QuotaTimeout)
-	defer cancel()
-	d, err := s.cfg.Quota.Peek(ctx, c.identity, c.plan.Quota)
+	d, err := s.quota.Peek(r.Context(), c.identity, c.plan.Quota)
 	if err != nil {
 		s.metrics.redisErrors.Inc()
-		p := newProblem(http.StatusServiceUnavailable, "quota-unavailable", "Quota service unavailable", "usage could not be read; retry shortly")
-		p.RetryAfterMS = 1000
-		writeProblem(w, p)
+		s.fail(w, r, err)
 		return
 	}
 	setQuotaHeaders(w.Header(), d)
@@ -218,7 +223,7 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, build func(caller)
 	s.serve(w, r, c, m)
 }
 
-// fail answers an error met before any charge.
+// fail answers err as its problem, logging what is the server's fault.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	p := problemFor(err)
 	if p.Status >= 500 {

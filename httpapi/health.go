@@ -4,30 +4,60 @@ import (
 	"context"
 	_ "embed"
 	"net/http"
+	"sync"
 	"time"
 )
+
+// readyTimeout bounds each readiness check on its own, so a hung
+// dependency is reported as itself and cannot use up another's time.
+const readyTimeout = time.Second
 
 // handleHealthz serves GET /healthz: the process is alive.
 func (s *Server) handleHealthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// handleReadyz serves GET /readyz: every dependency (Redis, the database)
-// answers within a second; 503 naming those that do not.
+// handleReadyz serves GET /readyz: each dependency (Redis, the database) is
+// pinged at once, each within its own second. It answers 503 when a
+// dependency the service cannot serve without fails; an optional one
+// (Redis under fail-open) is reported as failing while the service stays
+// ready, since it still serves.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-	defer cancel()
-	checks := map[string]string{}
-	status := http.StatusOK
-	for _, c := range s.cfg.Ready {
-		if err := c.Ping(ctx); err != nil {
-			checks[c.Name] = err.Error()
-			status = http.StatusServiceUnavailable
-			continue
-		}
-		checks[c.Name] = "ok"
+	results := make([]string, len(s.cfg.Ready))
+	var wg sync.WaitGroup
+	for i, c := range s.cfg.Ready {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+			defer cancel()
+			results[i] = "ok"
+			if err := c.Ping(ctx); err != nil {
+				results[i] = err.Error()
+			}
+		})
 	}
-	writeJSON(w, status, map[string]any{"ready": status == http.StatusOK, "checks": checks})
+	wg.Wait()
+	checks := make(map[string]string, len(results))
+	ready := true
+	var degraded []string
+	for i, c := range s.cfg.Ready {
+		checks[c.Name] = results[i]
+		switch {
+		case results[i] == "ok":
+		case c.Optional:
+			degraded = append(degraded, c.Name)
+		default:
+			ready = false
+		}
+	}
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	body := map[string]any{"ready": ready, "checks": checks}
+	if len(degraded) > 0 {
+		body["degraded"] = degraded
+	}
+	writeJSON(w, status, body)
 }
 
 //go:embed openapi.json

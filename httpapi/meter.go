@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,70 +19,93 @@ import (
 
 // caller is who a request is charged to.
 type caller struct {
-	identity  string // the quota identity: "key:<id>" or "ip:<address>"
+	identity  string // the quota identity (see identity.go)
 	plan      plans.Plan
 	keyPrefix string // safe to log; empty for anonymous callers
 }
 
 // identify resolves the request's API key (X-API-Key, or Authorization:
 // Bearer) to its plan; without a key the caller is anonymous, charged by
-// client IP.
+// client network.
 func (s *Server) identify(r *http.Request) (caller, error) {
-	secret := r.Header.Get("X-API-Key")
-	if secret == "" {
-		if auth := r.Header.Get("Authorization"); len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
-			secret = strings.TrimSpace(auth[7:])
-		}
-	}
+	secret := presentedKey(r)
 	if secret == "" {
 		if s.cfg.NoAnonymous {
-			return caller{}, newProblem(http.StatusUnauthorized, "missing-key", "API key required", "send the API key in X-API-Key or Authorization: Bearer")
+			return caller{}, errMissingKey
 		}
-		ip := middleware.GetClientIP(r.Context())
-		if ip == "" {
-			return caller{}, newProblem(http.StatusBadRequest, "no-client-address", "No client address", "the client address could not be read, and the request has no API key")
+		network, ok := clientNetwork(middleware.GetClientIP(r.Context()))
+		if !ok {
+			return caller{}, errNoClientAddress
 		}
 		p, _ := s.cfg.Plans.Lookup(plans.Anonymous)
-		return caller{identity: "ip:" + ip, plan: p}, nil
+		return caller{identity: anonymousIdentity(network), plan: p}, nil
 	}
 	prefix := keys.PrefixOf(secret)
 	setLogKey(r.Context(), prefix)
-	// A key that is not cached costs a lookup in the key store: an address
-	// that keeps presenting unknown ones is stopped before it does.
-	ip := middleware.GetClientIP(r.Context())
-	guarded := s.unknownKeys != nil && ip != "" && !s.cfg.Keys.Cached(secret)
-	if guarded {
-		p, err := s.unknownKeys.check(r.Context(), ip)
-		switch {
-		case err != nil:
-			s.metrics.redisErrors.Inc()
-			s.log.WarnContext(r.Context(), "unknown-key guard: quota store failed; looking the key up", "err", err)
-		case p != nil:
-			s.metrics.unknownKeyBlocks.Inc()
-			return caller{}, p
-		}
+	k, err := s.cfg.Keys.Find(secret)
+	if errors.Is(err, keys.ErrNotIndexed) {
+		k, err = s.lookupKey(r, secret)
 	}
-	k, err := s.cfg.Keys.Resolve(r.Context(), secret)
 	if err != nil {
-		if errors.Is(err, keys.ErrUnknown) && guarded {
-			if err := s.unknownKeys.failed(r.Context(), ip); err != nil {
-				s.metrics.redisErrors.Inc()
-				s.log.WarnContext(r.Context(), "unknown-key guard: quota store failed", "err", err)
-			}
-		}
-		if errors.Is(err, keys.ErrUnknown) || errors.Is(err, keys.ErrRevoked) {
-			return caller{}, err
-		}
-		s.log.ErrorContext(r.Context(), "key lookup failed", "key", prefix, "err", err)
-		p := newProblem(http.StatusServiceUnavailable, "keys-unavailable", "Key store unavailable", "the API key could not be checked; retry shortly")
-		p.RetryAfterMS = 1000
-		return caller{}, p
+		return caller{}, err
 	}
 	p, ok := s.cfg.Plans.Lookup(k.Plan)
 	if !ok {
-		return caller{}, newProblem(http.StatusForbidden, "unknown-plan", "Plan not available", fmt.Sprintf("the key's plan %q is not configured on this server", k.Plan))
+		return caller{}, &unknownPlanError{plan: k.Plan}
 	}
-	return caller{identity: keyIdentity(k.ID), plan: p, keyPrefix: prefix}, nil
+	return caller{identity: KeyIdentity(k.ID), plan: p, keyPrefix: prefix}, nil
+}
+
+// presentedKey is the secret the request presents, or "".
+func presentedKey(r *http.Request) string {
+	if secret := r.Header.Get("X-API-Key"); secret != "" {
+		return secret
+	}
+	if auth := r.Header.Get("Authorization"); len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+		return strings.TrimSpace(auth[7:])
+	}
+	return ""
+}
+
+// lookupKey asks the key store about a key the index does not know, within
+// the key time budget and, where the guard is on, within the client
+// network's allowance of unknown keys.
+func (s *Server) lookupKey(r *http.Request, secret string) (keys.Key, error) {
+	ctx := r.Context()
+	var t ticket
+	if s.unknownKeys != nil {
+		// An address whose client network cannot be read is counted with
+		// every other such address: never let through unguarded.
+		network, ok := clientNetwork(middleware.GetClientIP(ctx))
+		if !ok {
+			network = "unknown"
+		}
+		var err error
+		if t, err = s.unknownKeys.admit(ctx, network); err != nil {
+			// A key made moments ago on another server is not in this
+			// index yet: look again, at most once a second, before
+			// refusing it.
+			lctx, cancel := context.WithTimeout(ctx, s.cfg.KeyTimeout)
+			defer cancel()
+			if s.cfg.Keys.RefreshIfOlder(lctx, time.Second) == nil {
+				if k, ferr := s.cfg.Keys.Find(secret); !errors.Is(ferr, keys.ErrNotIndexed) && !errors.Is(ferr, keys.ErrUnknown) {
+					return k, ferr
+				}
+			}
+			s.metrics.unknownKeyBlocks.Inc()
+			return keys.Key{}, err
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.KeyTimeout)
+	defer cancel()
+	k, err := s.cfg.Keys.Lookup(lctx, secret)
+	if errors.Is(err, keys.ErrUnavailable) {
+		s.log.ErrorContext(ctx, "key lookup failed", "key", keys.PrefixOf(secret), "err", err)
+	}
+	if t.store != nil && !errors.Is(err, keys.ErrUnknown) {
+		s.unknownKeys.refund(ctx, t)
+	}
+	return k, err
 }
 
 // response is the outcome of a request's work, written only once the work
@@ -93,12 +117,14 @@ type response struct {
 	etag        string      // for If-None-Match; empty for none
 }
 
-// metered is one gated request: its route (for metrics), its price, how to
-// tell a client what would fit when the price is beyond its plan, and the
-// work.
+// metered is one gated request: its route (for metrics), its price, what
+// would fit when the price is beyond the plan, and the work.
 type metered struct {
 	route string
 	cost  int64
+	// overPlan, when set, is why the plan can never admit the request
+	// (answered 422 before any charge, or served in shadow mode).
+	overPlan error
 	// fits adds to a 422 problem what would fit in budget units.
 	fits func(p *problem, budget int64)
 	work func(ctx context.Context) (*response, error)
@@ -106,40 +132,33 @@ type metered struct {
 
 // serve charges the caller, runs the work and writes its response, with the
 // quota headers on every outcome. A denied request is never charged; a
-// request whose work fails after the charge is refunded.
+// request whose work fails after the charge is refunded. In shadow mode
+// every decision is made and reported, and nothing is refused.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m metered) {
-	ctx := r.Context()
-	qctx, cancel := context.WithTimeout(ctx, s.cfg.QuotaTimeout)
+	if m.overPlan != nil {
+		s.shadowOr(w, r, c, m, m.overPlan)
+		return
+	}
 	start := time.Now()
-	d, err := s.cfg.Quota.Charge(qctx, c.identity, c.plan.Quota, m.cost)
-	cancel()
+	d, err := s.quota.Charge(r.Context(), c.identity, c.plan.Quota, m.cost)
 	s.metrics.quotaLatency.Observe(time.Since(start).Seconds())
 
 	var tooCostly *quota.TooCostlyError
 	switch {
 	case errors.As(err, &tooCostly):
 		s.metrics.decisions.WithLabelValues(c.plan.Name, "too_costly").Inc()
-		p := newProblem(http.StatusUnprocessableEntity, "cost-exceeds-plan", "Request costs more than the plan allows",
-			fmt.Sprintf("this request costs %d units; limit %q of plan %q admits at most %d in any %s",
-				m.cost, tooCostly.Limit.Name, c.plan.Name, tooCostly.Limit.Max, tooCostly.Limit.Window))
-		p.Cost, p.Limit, p.MaxCost = m.cost, tooCostly.Limit.Name, c.plan.Quota.MaxCost()
-		if m.fits != nil {
-			m.fits(p, p.MaxCost)
-		}
-		writeProblem(w, p)
+		s.shadowOr(w, r, c, m, &overPlanError{plan: c.plan, cost: m.cost, limit: tooCostly.Limit, fits: m.fits})
 		return
 	case err != nil:
 		s.metrics.redisErrors.Inc()
-		s.log.ErrorContext(ctx, "quota store failed", "err", err, "fail_closed", s.cfg.FailClosed)
+		s.log.ErrorContext(r.Context(), "quota store failed", "err", err, "fail_closed", s.cfg.FailClosed)
 		if s.cfg.FailClosed {
-			p := newProblem(http.StatusServiceUnavailable, "quota-unavailable", "Quota service unavailable", "the request could not be metered; retry shortly")
-			p.RetryAfterMS = 1000
-			writeProblem(w, p)
+			s.fail(w, r, err)
 			return
 		}
 		s.metrics.failOpen.Inc()
 		w.Header().Set(headerStatus, statusUnmetered)
-		s.work(w, r, c, m, quota.Receipt{})
+		s.work(w, r, c, m, quota.Decision{})
 		return
 	}
 
@@ -149,40 +168,40 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m meter
 	}
 	if !d.Allowed {
 		s.metrics.decisions.WithLabelValues(c.plan.Name, "denied").Inc()
-		if s.cfg.Shadow {
-			w.Header().Set(headerStatus, statusShadowDenied)
-			s.work(w, r, c, m, quota.Receipt{})
-			return
-		}
-		l := d.BindingLimit().Limit
-		p := newProblem(http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded",
-			fmt.Sprintf("limit %q of plan %q (%d units per %s) has %d units left; this request costs %d",
-				l.Name, c.plan.Name, l.Max, l.Window, d.BindingLimit().Remaining, m.cost))
-		p.Limit, p.Cost = l.Name, m.cost
-		p.RetryAfterMS = max(1, ceilDiv(d.RetryAfter.Microseconds(), 1000))
-		writeProblem(w, p)
+		s.shadowOr(w, r, c, m, &deniedError{plan: c.plan, cost: m.cost, decision: d})
 		return
 	}
 	s.metrics.decisions.WithLabelValues(c.plan.Name, "allowed").Inc()
 	s.metrics.unitsCharged.WithLabelValues(c.plan.Name).Add(float64(m.cost))
 	w.Header().Set(headerStatus, statusCharged)
-	s.work(w, r, c, m, d.Receipt)
+	s.work(w, r, c, m, d)
+}
+
+// shadowOr refuses a request the quota does not admit with err, or in
+// shadow mode serves it unmetered, saying so.
+func (s *Server) shadowOr(w http.ResponseWriter, r *http.Request, c caller, m metered, err error) {
+	if !s.cfg.Shadow {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set(headerStatus, statusShadowDenied)
+	s.work(w, r, c, m, quota.Decision{})
 }
 
 // work runs the request's work and writes the response; if the work fails,
-// the charge (if any) is refunded before the error is answered.
-func (s *Server) work(w http.ResponseWriter, r *http.Request, c caller, m metered, rc quota.Receipt) {
+// the charge of d (if any) is refunded before the error is answered, and
+// the headers say so.
+func (s *Server) work(w http.ResponseWriter, r *http.Request, c caller, m metered, d quota.Decision) {
 	start := time.Now()
 	resp, err := m.work(r.Context())
 	s.metrics.queryLatency.WithLabelValues(m.route).Observe(time.Since(start).Seconds())
 	if err != nil {
 		// Whatever went wrong, the client gets nothing for its units.
-		s.refund(r.Context(), c, rc)
-		p := problemFor(err)
-		if p.Status >= 500 {
-			s.log.ErrorContext(r.Context(), "request failed", "route", m.route, "err", err)
+		if s.refund(r.Context(), c, d.Receipt) {
+			w.Header().Set(headerStatus, statusRefunded)
+			setQuotaHeaders(w.Header(), refunded(d))
 		}
-		writeProblem(w, p)
+		s.fail(w, r, err)
 		return
 	}
 	h := w.Header()
@@ -202,19 +221,34 @@ func (s *Server) work(w http.ResponseWriter, r *http.Request, c caller, m metere
 	_, _ = w.Write(resp.body)
 }
 
-// refund gives back a charge whose work failed. It runs even if the client
-// has gone, within its own time budget.
-func (s *Server) refund(ctx context.Context, c caller, rc quota.Receipt) {
+// refund gives back a charge whose work failed, and reports whether it
+// did. It runs even if the client has gone, within its own time budget.
+func (s *Server) refund(ctx context.Context, c caller, rc quota.Receipt) bool {
 	if rc.IsZero() {
-		return
+		return false
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.QuotaTimeout)
-	defer cancel()
-	if ok, err := s.cfg.Quota.Refund(ctx, rc); err != nil {
+	ok, err := s.quota.Refund(ctx, rc)
+	switch {
+	case err != nil:
+		s.metrics.redisErrors.Inc()
 		s.log.ErrorContext(ctx, "refund failed", "err", err)
-	} else if ok {
+	case ok:
 		s.metrics.unitsRefunded.WithLabelValues(c.plan.Name).Add(float64(rc.Cost()))
 	}
+	return err == nil
+}
+
+// refunded is d as it stands once its charge is given back: the units
+// return to every limit.
+func refunded(d quota.Decision) quota.Decision {
+	d.Limits = slices.Clone(d.Limits)
+	for i := range d.Limits {
+		l := &d.Limits[i]
+		l.Used = max(l.Used-d.Cost, 0)
+		l.Remaining = min(l.Remaining+d.Cost, l.Limit.Max)
+	}
+	d.Cost = 0
+	return d
 }
 
 func etagMatches(header, etag string) bool {
@@ -231,6 +265,7 @@ func etagMatches(header, etag string) bool {
 const (
 	headerStatus       = "X-Quota-Status"
 	statusCharged      = "charged"
+	statusRefunded     = "refunded"      // charged, then given back: the work failed
 	statusUnmetered    = "unmetered"     // the quota store failed and the policy is fail-open
 	statusShadowDenied = "shadow-denied" // shadow mode: would have been denied
 )

@@ -75,14 +75,14 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 func (s *Server) requireAdmin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.AdminToken == "" || s.cfg.KeyAdmin == nil {
-			writeProblem(w, newProblem(http.StatusNotFound, "not-found", "Not found", "the admin API is disabled: set TILEAPI_ADMIN_TOKEN"))
+			writeProblem(w, problemFor(errAdminDisabled))
 			return
 		}
 		auth := r.Header.Get("Authorization")
 		token, ok := strings.CutPrefix(auth, "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AdminToken)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tileapi-admin"`)
-			writeProblem(w, newProblem(http.StatusUnauthorized, "admin-token-required", "Admin token required", "send Authorization: Bearer <TILEAPI_ADMIN_TOKEN>"))
+			writeProblem(w, problemFor(errAdminToken))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -138,6 +138,8 @@ func TestAdminAPI(t *testing.T) {
 	if revoked.RevokedAt == nil {
 		t.Errorf("revoked key %+v", revoked)
 	}
+	// This server applies its own change at once.
+	decode(t, e.get(t, contains, "X-API-Key", created.Secret), http.StatusForbidden, &p)
 	decode(t, e.get(t, "/admin/keys/999999", admin...), http.StatusNotFound, &p)
 	decode(t, e.get(t, "/admin/keys/abc", admin...), http.StatusBadRequest, &p)
 

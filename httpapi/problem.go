@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
-
-	"github.com/jackc/pgx/v5/pgconn"
+	"time"
 
 	"github.com/tileapi/tileapi/field"
+	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/keys"
+	"github.com/tileapi/tileapi/plans"
+	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/tiles"
 )
 
 // problemBase prefixes every problem type: the page that explains it.
@@ -39,32 +43,161 @@ func newProblem(status int, code, title, detail string) *problem {
 	return &problem{Type: problemBase + code, Title: title, Status: status, Detail: detail, Code: code}
 }
 
-// Error makes a problem an error, so handlers can return one.
-func (p *problem) Error() string { return p.Title + ": " + p.Detail }
+// retryAfterDependency is the Retry-After of a failing dependency: soon,
+// but not in a tight loop.
+const retryAfterDependency = time.Second
+
+// The errors that handlers return and problemFor alone turns into HTTP
+// statuses; those of other packages (field, keys, quota, geofence, tiles)
+// are matched there too.
+var (
+	errMissingKey       = errors.New("no API key, and anonymous requests are refused")
+	errNoClientAddress  = errors.New("no API key, and the client address could not be read")
+	errRouteNotFound    = errors.New("no such route")
+	errMethodNotAllowed = errors.New("method not allowed")
+	errAdminDisabled    = errors.New("the admin API is disabled")
+	errAdminToken       = errors.New("admin token missing or wrong")
+)
+
+// unknownPlanError is a key whose plan this server does not configure.
+type unknownPlanError struct{ plan string }
+
+func (e *unknownPlanError) Error() string {
+	return fmt.Sprintf("the key's plan %q is not configured", e.plan)
+}
+
+// deniedError is a charge the quota refused: it does not fit now.
+type deniedError struct {
+	plan     plans.Plan
+	cost     int64
+	decision quota.Decision
+}
+
+func (e *deniedError) Error() string { return "quota exceeded" }
+
+// overPlanError is a request the caller's plan can never admit: its cost
+// is above a limit's maximum (limit set), or its radius above the plan's
+// (radius set). fits adds to the problem what would fit in the plan.
+type overPlanError struct {
+	plan   plans.Plan
+	cost   int64
+	limit  quota.Limit
+	radius float64
+	fits   func(p *problem, budget int64)
+}
+
+func (e *overPlanError) Error() string { return "request over the plan's maximum" }
+
+// tooManyUnknownKeysError refuses a key lookup for an address that has
+// presented too many unknown keys (see unknownKeyGuard).
+type tooManyUnknownKeysError struct{ usage quota.LimitState }
+
+func (e *tooManyUnknownKeysError) Error() string { return "too many unknown API keys" }
+
+// quotaUnavailableError is a failure of the quota store: an error or the
+// time budget running out.
+type quotaUnavailableError struct{ err error }
+
+func (e *quotaUnavailableError) Error() string { return "quota store: " + e.err.Error() }
+func (e *quotaUnavailableError) Unwrap() error { return e.err }
 
 // problemFor maps an error to the problem a client sees: the one place
 // where errors become HTTP statuses. Unknown errors are a 500 whose detail
 // hides the internals (they are logged instead).
 func problemFor(err error) *problem {
-	var p *problem
-	var fe *field.Error
+	var (
+		fe          *field.Error
+		unknownPlan *unknownPlanError
+		denied      *deniedError
+		overPlan    *overPlanError
+		unknownKeys *tooManyUnknownKeysError
+		quotaDown   *quotaUnavailableError
+	)
 	switch {
-	case errors.As(err, &p):
-		return p
 	case errors.As(err, &fe):
-		pr := newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", fe.Error())
-		pr.Field = fe.Field
-		return pr
+		p := newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", fe.Error())
+		p.Field = fe.Field
+		return p
+	case errors.Is(err, errMissingKey):
+		return newProblem(http.StatusUnauthorized, "missing-key", "API key required", "send the API key in X-API-Key or Authorization: Bearer")
+	case errors.Is(err, errNoClientAddress):
+		return newProblem(http.StatusBadRequest, "no-client-address", "No client address", "the client address could not be read, and the request has no API key")
 	case errors.Is(err, keys.ErrUnknown):
 		return newProblem(http.StatusUnauthorized, "unknown-key", "Unknown API key", "the API key is not known: check X-API-Key or Authorization: Bearer")
 	case errors.Is(err, keys.ErrRevoked):
 		return newProblem(http.StatusForbidden, "revoked-key", "Revoked API key", "the API key has been revoked")
 	case errors.Is(err, keys.ErrNotFound):
 		return newProblem(http.StatusNotFound, "not-found", "Not found", "no API key has that id")
-	case isTimeout(err):
+	case errors.Is(err, keys.ErrUnavailable):
+		return unavailable("keys-unavailable", "Key store unavailable", "the API key could not be checked; retry shortly")
+	case errors.As(err, &unknownPlan):
+		return newProblem(http.StatusForbidden, "unknown-plan", "Plan not available", fmt.Sprintf("the key's plan %q is not configured on this server", unknownPlan.plan))
+	case errors.As(err, &unknownKeys):
+		l := unknownKeys.usage
+		p := newProblem(http.StatusTooManyRequests, "too-many-unknown-keys", "Too many unknown API keys",
+			fmt.Sprintf("this address presented %d unknown API keys in the last %s; keys it has not used before are checked again once the oldest of those is %s old",
+				l.Used, l.Limit.Window, l.Limit.Window))
+		p.RetryAfterMS = max(ceilDiv(l.ResetAfter.Microseconds(), 1000), 1)
+		return p
+	case errors.As(err, &denied):
+		d := denied.decision
+		l := d.BindingLimit()
+		p := newProblem(http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded",
+			fmt.Sprintf("limit %q of plan %q (%d units per %s) has %d units left; this request costs %d",
+				l.Limit.Name, denied.plan.Name, l.Limit.Max, l.Limit.Window, l.Remaining, denied.cost))
+		p.Limit, p.Cost = l.Limit.Name, denied.cost
+		p.RetryAfterMS = max(1, ceilDiv(d.RetryAfter.Microseconds(), 1000))
+		return p
+	case errors.As(err, &overPlan):
+		return overPlan.problem()
+	case errors.As(err, &quotaDown):
+		return unavailable("quota-unavailable", "Quota service unavailable", "the request could not be metered and was not served; retry shortly")
+	case errors.Is(err, geofence.ErrTimeout) || errors.Is(err, tiles.ErrTimeout):
 		return newProblem(http.StatusGatewayTimeout, "query-timeout", "Query timed out", "the query took longer than the server allows; the request was not charged")
+	case errors.Is(err, geofence.ErrUnavailable) || errors.Is(err, tiles.ErrUnavailable):
+		return unavailable("database-unavailable", "Database unavailable", "the database could not be reached; the request was not charged; retry shortly")
+	case errors.Is(err, context.Canceled):
+		// The client went away; nobody reads this, but the log does.
+		return newProblem(statusClientClosed, "client-closed", "Client closed the request", "the client went away before the response; the request was not charged")
+	case errors.Is(err, errRouteNotFound):
+		return newProblem(http.StatusNotFound, "not-found", "Not found", "no such route; see /openapi.json")
+	case errors.Is(err, errMethodNotAllowed):
+		return newProblem(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", "see /openapi.json")
+	case errors.Is(err, errAdminDisabled):
+		return newProblem(http.StatusNotFound, "not-found", "Not found", "the admin API is disabled: set TILEAPI_ADMIN_TOKEN")
+	case errors.Is(err, errAdminToken):
+		return newProblem(http.StatusUnauthorized, "admin-token-required", "Admin token required", "send Authorization: Bearer <TILEAPI_ADMIN_TOKEN>")
 	}
 	return newProblem(http.StatusInternalServerError, "internal", "Internal error", "the server failed; the request was not charged")
+}
+
+// statusClientClosed is the status logged for a request whose client went
+// away (nginx's 499): it is no failure of the server.
+const statusClientClosed = 499
+
+// unavailable is the 503 of a failing dependency.
+func unavailable(code, title, detail string) *problem {
+	p := newProblem(http.StatusServiceUnavailable, code, title, detail)
+	p.RetryAfterMS = retryAfterDependency.Milliseconds()
+	return p
+}
+
+// problem is the 422 of a request over the plan.
+func (e *overPlanError) problem() *problem {
+	if e.limit.Name == "" {
+		p := newProblem(http.StatusUnprocessableEntity, "radius-exceeds-plan", "Radius larger than the plan allows",
+			fmt.Sprintf("radius %g m is above plan %q's maximum of %g m", e.radius, e.plan.Name, e.plan.MaxRadius))
+		p.Field, p.MaxRadius = "radius", min(e.plan.MaxRadius, e.plan.Cost.LargestRadius(e.plan.Quota.MaxCost()))
+		return p
+	}
+	p := newProblem(http.StatusUnprocessableEntity, "cost-exceeds-plan", "Request costs more than the plan allows",
+		fmt.Sprintf("this request costs %d units; limit %q of plan %q admits at most %d in any %s",
+			e.cost, e.limit.Name, e.plan.Name, e.limit.Max, e.limit.Window))
+	p.Cost, p.Limit, p.MaxCost = e.cost, e.limit.Name, e.plan.Quota.MaxCost()
+	if e.fits != nil {
+		e.fits(p, p.MaxCost)
+	}
+	return p
 }
 
 // writeProblem writes p as application/problem+json.
@@ -83,17 +216,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// queryCanceled is PostgreSQL's SQLSTATE for a statement cancelled by its
-// statement_timeout.
-const queryCanceled = "57014"
-
-// isTimeout reports a query cut short by the statement timeout or by its
-// deadline.
-func isTimeout(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &pgErr) && pgErr.Code == queryCanceled)
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -24,10 +24,10 @@ func (s *Server) routes() http.Handler {
 	r.Use(middleware.RequestSize(maxBodyBytes))
 	r.Use(middleware.Compress(5, "application/json", "application/geo+json", "application/problem+json", "application/vnd.mapbox-vector-tile"))
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
-		writeProblem(w, newProblem(http.StatusNotFound, "not-found", "Not found", "no such route; see /openapi.json"))
+		writeProblem(w, problemFor(errRouteNotFound))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
-		writeProblem(w, newProblem(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", "see /openapi.json"))
+		writeProblem(w, problemFor(errMethodNotAllowed))
 	})
 
 	// Never metered.

@@ -50,12 +50,16 @@ type TileCache interface {
 	Set(ctx context.Context, key string, tile []byte) error
 }
 
-// Keys resolves presented API keys: a keys.Resolver.
+// Keys finds presented API keys: a keys.Index.
 type Keys interface {
-	Resolve(ctx context.Context, secret string) (keys.Key, error)
-	// Cached reports whether Resolve would answer without asking the key
-	// store.
-	Cached(secret string) bool
+	// Find answers from memory; keys.ErrNotIndexed when it cannot tell.
+	Find(secret string) (keys.Key, error)
+	// Lookup asks the key store about a key Find did not know.
+	Lookup(ctx context.Context, secret string) (keys.Key, error)
+	// Refresh reads the store's changes, and RefreshIfOlder does unless a
+	// refresh began within age.
+	Refresh(ctx context.Context) error
+	RefreshIfOlder(ctx context.Context, age time.Duration) error
 }
 
 // KeyAdmin manages API keys: keys.Postgres or keys.Memory.
@@ -71,6 +75,9 @@ type KeyAdmin interface {
 type Check struct {
 	Name string
 	Ping func(ctx context.Context) error
+	// Optional marks a dependency the service still serves without (Redis
+	// under fail-open): /readyz reports its failure but stays ready.
+	Optional bool
 }
 
 // Config is what a Server needs. The zero values of the optional fields
@@ -100,13 +107,17 @@ type Config struct {
 	FailClosed bool
 	// Shadow computes and reports every decision but never blocks.
 	Shadow bool
-	// QuotaTimeout bounds each quota call (default 50ms).
+	// QuotaTimeout bounds each call of the quota store and of the tile
+	// cache (default 50ms).
 	QuotaTimeout time.Duration
-	// UnknownKeys is how many unknown API keys one client address may
-	// present in a minute; beyond that, keys it presents that are not in
-	// the resolver's cache are answered 429 without a lookup, so a flood of
-	// made-up keys cannot reach the key store. Default
-	// DefaultUnknownKeys; negative disables the guard.
+	// KeyTimeout bounds a lookup in the key store of a key the index does
+	// not know (default 1s).
+	KeyTimeout time.Duration
+	// UnknownKeys is how many unknown API keys one client network may
+	// present in a minute; beyond that, keys it presents that the key index
+	// does not know are answered 429 without a lookup, so a flood of
+	// made-up keys cannot reach the key store. Keys in the index are never
+	// refused. Default DefaultUnknownKeys; negative disables the guard.
 	UnknownKeys int64
 	// PublicURL is the scheme and host clients reach the service at, for
 	// the URLs in TileJSON (default: taken from each request).
@@ -122,9 +133,16 @@ type Config struct {
 	Registry *prometheus.Registry
 }
 
+// maxCacheWrites bounds the tile cache writes in flight, so a slow cache
+// cannot pile up goroutines.
+const maxCacheWrites = 64
+
 // Server is the HTTP handler of tileapi.
 type Server struct {
 	cfg         Config
+	quota       Quota         // cfg.Quota within the time budget
+	tileCache   TileCache     // cfg.TileCache within the time budget
+	cacheWrites chan struct{} // a slot per tile cache write in flight
 	log         *slog.Logger
 	metrics     *metrics
 	unknownKeys *unknownKeyGuard // nil when disabled
@@ -143,6 +161,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.QuotaTimeout <= 0 {
 		cfg.QuotaTimeout = 50 * time.Millisecond
 	}
+	if cfg.KeyTimeout <= 0 {
+		cfg.KeyTimeout = time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -153,13 +174,24 @@ func NewServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	guard, err := newUnknownKeyGuard(cfg)
-	if err != nil {
+	s := &Server{
+		cfg: cfg, log: cfg.Logger, metrics: m,
+		quota:       budgetQuota{q: cfg.Quota, timeout: cfg.QuotaTimeout},
+		tileCache:   budgetCache{c: cfg.TileCache, timeout: cfg.QuotaTimeout},
+		cacheWrites: make(chan struct{}, maxCacheWrites),
+	}
+	if s.unknownKeys, err = newUnknownKeyGuard(cfg, s.quota, s.quotaStoreFailed); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, metrics: m, unknownKeys: guard}
 	s.handler = s.routes()
 	return s, nil
+}
+
+// quotaStoreFailed counts and logs a failure of the quota store outside a
+// charge.
+func (s *Server) quotaStoreFailed(ctx context.Context, err error) {
+	s.metrics.redisErrors.Inc()
+	s.log.WarnContext(ctx, "quota store failed", "err", err)
 }
 
 // ServeHTTP serves every route.

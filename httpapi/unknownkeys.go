@@ -3,30 +3,37 @@ package httpapi
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/tileapi/tileapi/quota"
 )
 
-// DefaultUnknownKeys is how many unknown API keys a client address may
+// DefaultUnknownKeys is how many unknown API keys a client network may
 // present in a minute before its key lookups stop (Config.UnknownKeys).
 const DefaultUnknownKeys = 30
 
-// unknownKeyGuard keeps a flood of made-up API keys off the key store. A
-// key the resolver has not cached costs a store lookup; each one that turns
-// out unknown is charged, one unit, to its client address in the quota
-// itself, and an address whose minute is spent gets a 429 for uncached keys
-// without a lookup. Keys already cached, known or not, cost nothing and are
-// never refused by it.
+// unknownKeyGuard keeps a flood of made-up API keys off the key store.
+//
+// Every key the store holds is in the server's key index, answered from
+// memory; the guard never sees those, so it can never refuse a valid key
+// the index knows. A key the index does not know (made moments ago on
+// another server, or made up) costs a store lookup: before it, the guard
+// charges one unit to the client network's unknown-key allowance, in one
+// atomic decision, so concurrent requests cannot overrun it. The charge is
+// refunded when the key turns out to exist; a network whose allowance is
+// spent gets a 429 without a lookup. The allowance is held in the quota
+// store, shared by every server; while that store fails, each server keeps
+// one of its own in process, so a Redis outage does not open the key
+// store to the flood.
 type unknownKeyGuard struct {
-	quota   Quota
-	plan    quota.Plan
-	timeout time.Duration
-	shadow  bool
+	shared Quota
+	local  *quota.Memory
+	plan   quota.Plan
+	// storeFailed is told each failure of the shared store.
+	storeFailed func(ctx context.Context, err error)
 }
 
-func newUnknownKeyGuard(cfg Config) (*unknownKeyGuard, error) {
+func newUnknownKeyGuard(cfg Config, shared Quota, storeFailed func(context.Context, error)) (*unknownKeyGuard, error) {
 	n := cfg.UnknownKeys
 	if n < 0 {
 		return nil, nil
@@ -38,36 +45,39 @@ func newUnknownKeyGuard(cfg Config) (*unknownKeyGuard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: UnknownKeys: %w", err)
 	}
-	return &unknownKeyGuard{quota: cfg.Quota, plan: p, timeout: cfg.QuotaTimeout, shadow: cfg.Shadow}, nil
+	return &unknownKeyGuard{shared: shared, local: quota.NewMemory(nil), plan: p, storeFailed: storeFailed}, nil
 }
 
-func unknownKeyIdentity(ip string) string { return "unknown-key:ip:" + ip }
+// ticket is one unit charged to a network's allowance: the store it was
+// charged in, and its receipt.
+type ticket struct {
+	store   Quota
+	receipt quota.Receipt
+}
 
-// check returns a 429 problem when ip has presented its minute's worth of
-// unknown keys. A failing quota store lets the lookup go ahead: the guard
-// protects the key store, it does not meter anyone.
-func (g *unknownKeyGuard) check(ctx context.Context, ip string) (*problem, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
-	d, err := g.quota.Peek(ctx, unknownKeyIdentity(ip), g.plan)
+// admit charges one lookup to network, or returns a
+// *tooManyUnknownKeysError when its allowance is spent.
+func (g *unknownKeyGuard) admit(ctx context.Context, network string) (ticket, error) {
+	id := unknownKeyIdentity(network)
+	store := g.shared
+	d, err := store.Charge(ctx, id, g.plan, 1)
 	if err != nil {
-		return nil, err
+		g.storeFailed(ctx, err)
+		store = g.local
+		if d, err = store.Charge(ctx, id, g.plan, 1); err != nil {
+			return ticket{}, err
+		}
 	}
-	l := d.Limits[0]
-	if l.Remaining > 0 || g.shadow {
-		return nil, nil
+	if !d.Allowed {
+		return ticket{}, &tooManyUnknownKeysError{usage: d.Limits[0]}
 	}
-	p := newProblem(http.StatusTooManyRequests, "too-many-unknown-keys", "Too many unknown API keys",
-		fmt.Sprintf("this address presented %d unknown API keys in the last %s; keys it presents are checked again once the oldest of those is a minute old",
-			l.Used, l.Limit.Window))
-	p.RetryAfterMS = max(l.ResetAfter.Milliseconds(), 1)
-	return p, nil
+	return ticket{store: store, receipt: d.Receipt}, nil
 }
 
-// failed charges one unknown key to ip.
-func (g *unknownKeyGuard) failed(ctx context.Context, ip string) error {
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
-	_, err := g.quota.Charge(ctx, unknownKeyIdentity(ip), g.plan, 1)
-	return err
+// refund gives back a ticket whose key turned out to exist, or could not be
+// checked: only unknown keys spend the allowance.
+func (g *unknownKeyGuard) refund(ctx context.Context, t ticket) {
+	if _, err := t.store.Refund(ctx, t.receipt); err != nil {
+		g.storeFailed(ctx, err)
+	}
 }

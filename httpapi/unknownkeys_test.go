@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,8 +26,8 @@ func (c *countingKeys) Lookup(ctx context.Context, hash []byte) (keys.Key, error
 	return c.Memory.Lookup(ctx, hash)
 }
 
-// withCountingKeys resolves keys through a counting store with a cache that
-// outlives the test, and guards against unknown keys with a limit of n.
+// withCountingKeys finds keys through an index of a counting store, and
+// guards against unknown keys with a limit of n.
 func withCountingKeys(store **countingKeys, n int64) option {
 	return func(t *testing.T, c *Config) {
 		ks := keys.NewMemory()
@@ -36,23 +37,27 @@ func withCountingKeys(store **countingKeys, n int64) option {
 			}
 		}
 		*store = &countingKeys{Memory: ks}
-		c.Keys = keys.NewResolver(*store, time.Minute)
+		c.Keys = keys.NewIndex(*store, time.Minute)
+		c.KeyAdmin = ks
 		c.UnknownKeys = n
 		c.TrustedProxies = []string{"127.0.0.1/32"}
 	}
 }
 
+// quotaModes are the quota stores the guard is tested with.
+var quotaModes = []struct {
+	name string
+	opts func(t *testing.T) []option
+}{
+	{"memory quota", func(*testing.T) []option { return nil }},
+	{"redis quota", func(t *testing.T) []option { return []option{withRedis(testenv.RedisURL(t))} }},
+}
+
 // A flood of made-up keys from one address reaches the key store as many
-// times as the guard's limit, then is answered 429 without a lookup; cached
-// keys, and other addresses, are not affected.
+// times as the guard's limit, then is answered 429 without a lookup; keys
+// in the index, and other addresses, are never refused.
 func TestUnknownKeyFlood(t *testing.T) {
-	for _, mode := range []struct {
-		name string
-		opts func(t *testing.T) []option
-	}{
-		{"memory quota", func(*testing.T) []option { return nil }},
-		{"redis quota", func(t *testing.T) []option { return []option{withRedis(testenv.RedisURL(t))} }},
-	} {
+	for _, mode := range quotaModes {
 		t.Run(mode.name, func(t *testing.T) {
 			var store *countingKeys
 			e := newEnv(t, append(mode.opts(t), withCountingKeys(&store, 5))...)
@@ -67,8 +72,8 @@ func TestUnknownKeyFlood(t *testing.T) {
 				var p problem
 				decode(t, from(flood, fmt.Sprintf("made-up-%d", i)), http.StatusUnauthorized, &p)
 			}
-			if n := store.lookups.Load(); n != 6 {
-				t.Fatalf("%d lookups after one known and five unknown keys, want 6", n)
+			if n := store.lookups.Load(); n != 5 {
+				t.Fatalf("%d lookups after five unknown keys (and an indexed one), want 5", n)
 			}
 
 			var p problem
@@ -78,24 +83,105 @@ func TestUnknownKeyFlood(t *testing.T) {
 			if p.Code != "too-many-unknown-keys" || ra < 1 || ra > 60 {
 				t.Errorf("sixth unknown key: %+v, Retry-After %q", p, resp.Header.Get("Retry-After"))
 			}
-			// An unknown key already cached costs no lookup: it is answered.
+			// An unknown key already looked up is answered from memory.
 			decode(t, from(flood, "made-up-0"), http.StatusUnauthorized, &p)
-			// So is a known one.
-			if resp := from(flood, "key-free"); resp.StatusCode != 200 {
-				t.Errorf("a cached known key from the flooding address: status %d", resp.StatusCode)
+			// A key in the index is never refused, however long the flood.
+			for range 20 {
+				from(flood, fmt.Sprintf("made-up-more-%d", time.Now().UnixNano()))
+				if resp := from(flood, "key-pro"); resp.StatusCode != 200 {
+					t.Fatalf("an indexed key from the flooding address: status %d", resp.StatusCode)
+				}
 			}
-			// A key this server has not seen waits, from that address only.
-			decode(t, from(flood, "key-pro"), http.StatusTooManyRequests, &p)
-			if n := store.lookups.Load(); n != 6 {
-				t.Errorf("%d lookups after the guard closed, want still 6", n)
+			if n := store.lookups.Load(); n != 5 {
+				t.Errorf("%d lookups after the guard closed, want still 5", n)
 			}
-			if resp := from("203.0.113.9", "key-pro"); resp.StatusCode != 200 {
-				t.Errorf("a known key from another address: status %d", resp.StatusCode)
+
+			// A key made since the refresh, on another server: from another
+			// address it is looked up at once; from the flooding one it is
+			// found by the refresh the guard makes before refusing (at most
+			// once a second).
+			if _, err := store.Add(context.Background(), "new", "free", "key-new"); err != nil {
+				t.Fatal(err)
 			}
-			if m := scrape(t, e); !strings.Contains(m, "tileapi_unknown_key_blocks_total 2") {
-				t.Error("the two refusals are not counted in tileapi_unknown_key_blocks_total")
+			if resp := from("203.0.113.9", "key-new"); resp.StatusCode != 200 {
+				t.Errorf("a new key from another address: status %d", resp.StatusCode)
+			}
+			if _, err := store.Add(context.Background(), "newer", "free", "key-newer"); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(1100 * time.Millisecond)
+			if resp := from(flood, "key-newer"); resp.StatusCode != 200 {
+				t.Errorf("a new key from the flooding address, a second after the last refresh: status %d", resp.StatusCode)
+			}
+			if m := scrape(t, e); !strings.Contains(m, "tileapi_unknown_key_blocks_total 21\n") {
+				t.Errorf("want the 21 refusals counted in tileapi_unknown_key_blocks_total:\n%s", grepLines(m, "unknown_key"))
 			}
 		})
+	}
+}
+
+// Concurrent made-up keys cannot overrun the guard: each lookup is charged
+// before it is made, in one atomic decision.
+func TestUnknownKeyGuardConcurrent(t *testing.T) {
+	for _, mode := range quotaModes {
+		t.Run(mode.name, func(t *testing.T) {
+			var store *countingKeys
+			// A budget no busy machine runs out of: a charge that timed out
+			// would fall back to the in-process allowance.
+			roomy := with(func(c *Config) { c.QuotaTimeout = 5 * time.Second })
+			e := newEnv(t, append(mode.opts(t), withCountingKeys(&store, 30), roomy)...)
+			var wg sync.WaitGroup
+			var refused atomic.Int64
+			for i := range 64 {
+				wg.Go(func() {
+					resp := e.get(t, contains, "X-API-Key", fmt.Sprint("made-up-", i), "X-Forwarded-For", "198.51.100.7")
+					if resp.StatusCode == http.StatusTooManyRequests {
+						refused.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			if n := store.lookups.Load(); n != 30 {
+				t.Errorf("64 concurrent made-up keys made %d lookups, want 30", n)
+			}
+			if n := refused.Load(); n != 34 {
+				t.Errorf("%d refused, want 34", n)
+			}
+		})
+	}
+}
+
+// A request whose client address cannot be read (a trusted proxy sent
+// garbage in X-Forwarded-For) is guarded all the same, with every other
+// such request.
+func TestUnknownKeyGuardNoAddress(t *testing.T) {
+	var store *countingKeys
+	e := newEnv(t, withCountingKeys(&store, 3))
+	for i := range 6 {
+		e.get(t, contains, "X-API-Key", fmt.Sprint("made-up-", i), "X-Forwarded-For", "not-an-address")
+	}
+	if n := store.lookups.Load(); n != 3 {
+		t.Errorf("6 made-up keys without a client address made %d lookups, want 3", n)
+	}
+	if resp := e.get(t, contains, "X-API-Key", "key-free", "X-Forwarded-For", "not-an-address"); resp.StatusCode != 200 {
+		t.Errorf("an indexed key without a client address: status %d", resp.StatusCode)
+	}
+}
+
+// While the quota store is down, the guard keeps an allowance in process:
+// the flood still does not reach the key store.
+func TestUnknownKeyGuardQuotaDown(t *testing.T) {
+	var store *countingKeys
+	e := newEnv(t, withRedis("redis://127.0.0.1:1/0"), withCountingKeys(&store, 4))
+	for i := range 10 {
+		e.get(t, contains, "X-API-Key", fmt.Sprint("made-up-", i), "X-Forwarded-For", "198.51.100.7")
+	}
+	if n := store.lookups.Load(); n != 4 {
+		t.Errorf("10 made-up keys with the quota store down made %d lookups, want 4", n)
+	}
+	resp := e.get(t, contains, "X-API-Key", "key-free", "X-Forwarded-For", "198.51.100.7")
+	if resp.StatusCode != 200 || resp.Header.Get(headerStatus) != statusUnmetered {
+		t.Errorf("an indexed key with the quota store down: status %d, %s %q", resp.StatusCode, headerStatus, resp.Header.Get(headerStatus))
 	}
 }
 
@@ -110,4 +196,15 @@ func TestUnknownKeyGuardOff(t *testing.T) {
 	if n := store.lookups.Load(); n != 10 {
 		t.Errorf("%d lookups for 10 unknown keys, want 10", n)
 	}
+}
+
+// grepLines returns the lines of s that contain substr.
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -1,11 +1,8 @@
 package keys
 
-// SetCacheSize sets the most entries r caches.
-func SetCacheSize(r *Resolver, n int) { r.max = n }
-
-// CacheLen returns how many entries r caches.
-func CacheLen(r *Resolver) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.cache)
+// UnknownLen returns how many unknown hashes x remembers.
+func UnknownLen(x *Index) int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.unknown)
 }

@@ -3,9 +3,9 @@
 // A key's secret ("tk_3f9a2c1b_<43 base64url characters>") is shown once,
 // when the key is created, and kept only as its SHA-256 (Hash) beside a
 // short visible prefix (PrefixOf) that is safe to log. Postgres keeps keys
-// in PostgreSQL, Memory in process; both have the same methods. A Resolver
-// turns a presented secret into its Key through a small in-process cache,
-// so a request costs no database round trip.
+// in PostgreSQL, Memory in process; both have the same methods. An Index
+// holds every key in process and keeps itself fresh from the store's
+// changes, so a request costs no database round trip.
 //
 // Plan names are not validated here: the caller checks them against its
 // plans.
@@ -33,6 +33,9 @@ type Key struct {
 	CreatedAt time.Time
 	// RevokedAt is when the key was revoked, zero while it is active.
 	RevokedAt time.Time
+	// UpdatedAt is when the key was last created, revoked or moved to
+	// another plan, by the store's clock.
+	UpdatedAt time.Time
 }
 
 // Revoked reports whether the key has been revoked.

@@ -13,6 +13,7 @@ import (
 type Memory struct {
 	mu     sync.Mutex
 	keys   []Key            // by id: keys[i].ID == i+1
+	hashes [][]byte         // hashes[i] is the hash of keys[i]'s secret
 	byHash map[string]int64 // string(Hash(secret)) -> id
 }
 
@@ -50,7 +51,9 @@ func (m *Memory) Add(_ context.Context, name, plan, secret string) (Key, error) 
 		// PostgreSQL keeps microseconds: so does Memory, so the two agree.
 		CreatedAt: now(),
 	}
+	k.UpdatedAt = k.CreatedAt
 	m.keys = append(m.keys, k)
+	m.hashes = append(m.hashes, []byte(h))
 	m.byHash[h] = k.ID
 	return k, nil
 }
@@ -74,9 +77,27 @@ func (m *Memory) List(context.Context) ([]Key, error) {
 	return append([]Key(nil), m.keys...), nil
 }
 
+// Changed returns every key, with its hash, whose UpdatedAt is after since.
+func (m *Memory) Changed(_ context.Context, since time.Time) ([]Entry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var es []Entry
+	for i, k := range m.keys {
+		if k.UpdatedAt.After(since) {
+			es = append(es, Entry{Hash: m.hashes[i], Key: k})
+		}
+	}
+	return es, nil
+}
+
 // Get returns the key with the given id, or ErrNotFound.
 func (m *Memory) Get(_ context.Context, id int64) (Key, error) {
-	return m.update(id, func(*Key) {})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if id < 1 || id > int64(len(m.keys)) {
+		return Key{}, fmt.Errorf("%w: id %d", ErrNotFound, id)
+	}
+	return m.keys[id-1], nil
 }
 
 // Revoke revokes the key with the given id and returns it; revoking a
@@ -96,16 +117,18 @@ func (m *Memory) SetPlan(_ context.Context, id int64, plan string) (Key, error) 
 	return m.update(id, func(k *Key) { k.Plan = plan })
 }
 
-// update applies f to the key with the given id under the lock and returns
-// the result.
+// update applies the change f to the key with the given id under the lock
+// and returns the result.
 func (m *Memory) update(id int64, f func(*Key)) (Key, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if id < 1 || id > int64(len(m.keys)) {
 		return Key{}, fmt.Errorf("%w: id %d", ErrNotFound, id)
 	}
-	f(&m.keys[id-1])
-	return m.keys[id-1], nil
+	k := &m.keys[id-1]
+	f(k)
+	k.UpdatedAt = now()
+	return *k, nil
 }
 
 // now is the current time as PostgreSQL would store it: UTC, to the

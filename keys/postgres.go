@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tileapi/tileapi/internal/pgq"
 )
 
 // Postgres keeps keys in the api_keys table (migrations/00003_api_keys.sql)
@@ -23,7 +25,7 @@ func NewPostgres(pool *pgxpool.Pool) *Postgres {
 }
 
 // The columns every query returns, as a row.
-const keyColumns = `id, prefix, name, plan, created_at, revoked_at`
+const keyColumns = `id, prefix, name, plan, created_at, revoked_at, updated_at`
 
 const (
 	// addSQL inserts a key, or on a secret already registered returns that
@@ -34,10 +36,13 @@ ON CONFLICT (hash) DO UPDATE SET hash = api_keys.hash
 RETURNING ` + keyColumns
 	lookupSQL = `SELECT ` + keyColumns + ` FROM api_keys WHERE hash = $1`
 	listSQL   = `SELECT ` + keyColumns + ` FROM api_keys ORDER BY id`
-	getSQL    = `SELECT ` + keyColumns + ` FROM api_keys WHERE id = $1`
+	// changedSQL reads what Index.Refresh needs, through the index on
+	// updated_at.
+	changedSQL = `SELECT hash, ` + keyColumns + ` FROM api_keys WHERE updated_at > $1 ORDER BY updated_at`
+	getSQL     = `SELECT ` + keyColumns + ` FROM api_keys WHERE id = $1`
 	// revokeSQL keeps the first revocation time of a revoked key.
-	revokeSQL  = `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING ` + keyColumns
-	setPlanSQL = `UPDATE api_keys SET plan = $2 WHERE id = $1 RETURNING ` + keyColumns
+	revokeSQL  = `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()), updated_at = now() WHERE id = $1 RETURNING ` + keyColumns
+	setPlanSQL = `UPDATE api_keys SET plan = $2, updated_at = now() WHERE id = $1 RETURNING ` + keyColumns
 )
 
 // row is a key as the queries return it.
@@ -48,10 +53,11 @@ type row struct {
 	Plan      string
 	CreatedAt time.Time
 	RevokedAt *time.Time // NULL while active
+	UpdatedAt time.Time
 }
 
 func (r row) key() Key {
-	k := Key{ID: r.ID, Prefix: r.Prefix, Name: r.Name, Plan: r.Plan, CreatedAt: r.CreatedAt.UTC()}
+	k := Key{ID: r.ID, Prefix: r.Prefix, Name: r.Name, Plan: r.Plan, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 	if r.RevokedAt != nil {
 		k.RevokedAt = r.RevokedAt.UTC()
 	}
@@ -77,7 +83,7 @@ func (p *Postgres) Create(ctx context.Context, name, plan string) (Key, string, 
 func (p *Postgres) Add(ctx context.Context, name, plan, secret string) (Key, error) {
 	k, err := p.one(ctx, addSQL, Hash(secret), PrefixOf(secret), name, plan)
 	if err != nil {
-		return Key{}, fmt.Errorf("keys: add: %w", err)
+		return Key{}, fmt.Errorf("keys: add: %w", storeFailure(err))
 	}
 	return k, nil
 }
@@ -90,9 +96,30 @@ func (p *Postgres) Lookup(ctx context.Context, hash []byte) (Key, error) {
 		return Key{}, ErrUnknown
 	}
 	if err != nil {
-		return Key{}, fmt.Errorf("keys: lookup: %w", err)
+		return Key{}, fmt.Errorf("keys: lookup: %w", storeFailure(err))
 	}
 	return k, nil
+}
+
+// Changed returns every key, with its hash, whose UpdatedAt is after since,
+// oldest change first: what an Index reads to keep fresh.
+func (p *Postgres) Changed(ctx context.Context, since time.Time) ([]Entry, error) {
+	rows, _ := p.pool.Query(ctx, changedSQL, since)
+	rs, err := pgx.CollectRows(rows, pgx.RowToStructByName[hashedRow])
+	if err != nil {
+		return nil, fmt.Errorf("keys: changed: %w", storeFailure(err))
+	}
+	es := make([]Entry, len(rs))
+	for i, r := range rs {
+		es[i] = Entry{Hash: r.Hash, Key: r.key()}
+	}
+	return es, nil
+}
+
+// hashedRow is a row with the hash of its secret.
+type hashedRow struct {
+	Hash []byte
+	row
 }
 
 // List returns every key, revoked ones too, by id.
@@ -100,7 +127,7 @@ func (p *Postgres) List(ctx context.Context) ([]Key, error) {
 	rows, _ := p.pool.Query(ctx, listSQL)
 	rs, err := pgx.CollectRows(rows, pgx.RowToStructByName[row])
 	if err != nil {
-		return nil, fmt.Errorf("keys: list: %w", err)
+		return nil, fmt.Errorf("keys: list: %w", storeFailure(err))
 	}
 	ks := make([]Key, len(rs))
 	for i, r := range rs {
@@ -135,7 +162,7 @@ func (p *Postgres) byID(ctx context.Context, op, query string, id int64, args ..
 		return Key{}, fmt.Errorf("%w: id %d", ErrNotFound, id)
 	}
 	if err != nil {
-		return Key{}, fmt.Errorf("keys: %s %d: %w", op, id, err)
+		return Key{}, fmt.Errorf("keys: %s %d: %w", op, id, storeFailure(err))
 	}
 	return k, nil
 }
@@ -148,4 +175,14 @@ func (p *Postgres) one(ctx context.Context, query string, args ...any) (Key, err
 		return Key{}, err
 	}
 	return r.key(), nil
+}
+
+// storeFailure marks err as ErrUnavailable where the database could not be
+// reached or did not answer in time.
+func storeFailure(err error) error {
+	err = pgq.Classify(err)
+	if errors.Is(err, pgq.ErrUnavailable) || errors.Is(err, pgq.ErrTimeout) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
 }

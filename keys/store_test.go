@@ -256,8 +256,8 @@ func TestPostgresKeepsNoSecret(t *testing.T) {
 		k.ID).Scan(&cols); err != nil {
 		t.Fatal(err)
 	}
-	if len(cols) != 7 {
-		t.Fatalf("row %q: want 7 columns", cols)
+	if len(cols) != 8 {
+		t.Fatalf("row %q: want 8 columns", cols)
 	}
 	for _, v := range cols {
 		if strings.Contains(v, secret) || strings.Contains(v, hidden) || strings.Contains(v, hidden[:8]) {

@@ -12,6 +12,15 @@ import (
 	"github.com/tileapi/tileapi/internal/pgq"
 )
 
+// The failures of a PostGIS backend, matched with errors.Is: the query ran
+// out of time (its statement timeout, or a hung database), or the database
+// could not be reached. They are the same values in packages geofence and
+// tiles.
+var (
+	ErrTimeout     = pgq.ErrTimeout
+	ErrUnavailable = pgq.ErrUnavailable
+)
+
 // PostGIS renders tiles with ST_AsMVT from the places and fences tables.
 type PostGIS struct {
 	db      pgq.DB

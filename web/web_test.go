@@ -237,7 +237,7 @@ func newService(t testing.TB) http.Handler {
 		Geofence:    geofence.NewMemory(d),
 		Tiles:       tiles.NewMemory(d),
 		TileCache:   tilecache.NewMemory(64<<20, time.Hour),
-		Keys:        keys.NewResolver(store, time.Minute),
+		Keys:        keys.NewIndex(store, time.Minute),
 		KeyAdmin:    store,
 		Plans:       ps,
 		DataVersion: "test",

@@ -32,7 +32,7 @@ import (
 type serveConfig struct {
 	addr, redisURL, databaseURL, adminToken, plansFile, demoKeys string
 	trustedProxies, publicURL, quotaFailure, logLevel            string
-	anonymous, shadow                                            bool
+	anonymous, shadow, requireRedis                              bool
 	quotaTimeout, keyCacheTTL, tileCacheTTL, queryTimeout        time.Duration
 	dbMaxConns                                                   int
 	unknownKeys                                                  int64
@@ -75,10 +75,11 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.logLevel, "log-level", env("TILEAPI_LOG_LEVEL", "info"), "debug, info, warn or error ($TILEAPI_LOG_LEVEL)")
 	boolean(&c.anonymous, "anonymous", "TILEAPI_ANONYMOUS", true, "serve requests without a key on the anonymous plan, by client IP")
 	boolean(&c.shadow, "shadow", "TILEAPI_SHADOW", false, "report quota decisions but never block")
+	boolean(&c.requireRedis, "require-redis", "TILEAPI_REQUIRE_REDIS", false, "refuse to start when REDIS_URL does not answer")
 	dur(&c.quotaTimeout, "quota-timeout", "TILEAPI_QUOTA_TIMEOUT", "50ms", "time budget of one quota call")
-	dur(&c.keyCacheTTL, "key-cache-ttl", "TILEAPI_KEY_CACHE_TTL", "5s", "how long a key lookup is cached: a revoked key stops working within it")
+	dur(&c.keyCacheTTL, "key-cache-ttl", "TILEAPI_KEY_CACHE_TTL", "5s", "how often the in-process key index reads the key store's changes: a revoked key stops working, and a plan change applies, within it")
 	dur(&c.tileCacheTTL, "tile-cache-ttl", "TILEAPI_TILE_CACHE_TTL", "1h", "how long a rendered tile is cached")
-	dur(&c.queryTimeout, "query-timeout", "TILEAPI_QUERY_TIMEOUT", "5s", "statement timeout of a spatial query")
+	dur(&c.queryTimeout, "query-timeout", "TILEAPI_QUERY_TIMEOUT", "5s", "statement timeout of a spatial query, and the bound of a key lookup")
 	fs.IntVar(&c.dbMaxConns, "db-max-conns", 10, "most database connections; keep it below the server's max_connections")
 	unknown, perr := strconv.ParseInt(env("TILEAPI_UNKNOWN_KEYS", strconv.Itoa(httpapi.DefaultUnknownKeys)), 10, 64)
 	if perr != nil {
@@ -93,6 +94,9 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	}
 	if c.quotaFailure != "open" && c.quotaFailure != "closed" {
 		return c, fmt.Errorf("-quota-failure %q: want open or closed", c.quotaFailure)
+	}
+	if c.keyCacheTTL <= 0 {
+		return c, fmt.Errorf("-key-cache-ttl %s: want a positive duration", c.keyCacheTTL)
 	}
 	if c.unknownKeys == 0 {
 		return c, errors.New("-unknown-keys 0: want at least 1, or -1 for no limit")
@@ -111,6 +115,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("-log-level: %w", err)
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// go-redis logs through a package-level logger: route it into ours, so
+	// the log stays one JSON object a line.
+	redis.SetLogger(redisLogger{log: log.With("component", "go-redis")})
 	ps, err := plans.Load(c.plansFile)
 	if err != nil {
 		return err
@@ -118,8 +125,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	cfg := httpapi.Config{
 		Plans: ps, NoAnonymous: !c.anonymous, FailClosed: c.quotaFailure == "closed", Shadow: c.shadow,
-		QuotaTimeout: c.quotaTimeout, AdminToken: c.adminToken, PublicURL: c.publicURL, Logger: log,
-		UnknownKeys: c.unknownKeys,
+		QuotaTimeout: c.quotaTimeout, KeyTimeout: c.queryTimeout, AdminToken: c.adminToken, PublicURL: c.publicURL,
+		Logger: log, UnknownKeys: c.unknownKeys,
 	}
 	if c.trustedProxies != "" {
 		cfg.TrustedProxies = strings.Split(c.trustedProxies, ",")
@@ -136,9 +143,22 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 		defer rdb.Close()
+		if err := pingRedis(ctx, rdb); err != nil {
+			if c.requireRedis {
+				return fmt.Errorf("REDIS_URL does not answer (-require-redis): %w", err)
+			}
+			unmetered := "requests are served UNMETERED until it answers"
+			if cfg.FailClosed {
+				unmetered = "metered requests are refused (503) until it answers"
+			}
+			log.Error("REDIS_URL does not answer at startup: "+unmetered+"; see /readyz, or set TILEAPI_REQUIRE_REDIS=1 to refuse to start", "err", err)
+		}
 		cfg.Quota = quota.NewRedis(rdb)
 		cfg.TileCache = tilecache.NewRedis(rdb, "tileapi:tile:", c.tileCacheTTL)
-		cfg.Ready = append(cfg.Ready, httpapi.Check{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
+		cfg.Ready = append(cfg.Ready, httpapi.Check{
+			Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+			Optional: !cfg.FailClosed, // fail-open still serves without it
+		})
 	}
 
 	// The spatial backend and the keys: PostGIS, or memory.
@@ -146,6 +166,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		httpapi.KeyAdmin
 		Add(ctx context.Context, name, plan, secret string) (keys.Key, error)
 		Lookup(ctx context.Context, hash []byte) (keys.Key, error)
+		Changed(ctx context.Context, since time.Time) ([]keys.Entry, error)
 	}
 	demoKeys := c.demoKeys
 	if c.databaseURL == "" {
@@ -176,10 +197,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		cfg.Ready = append(cfg.Ready, httpapi.Check{Name: "database", Ping: pool.Ping})
 	}
 	cfg.KeyAdmin = store
-	cfg.Keys = keys.NewResolver(store, c.keyCacheTTL)
 	if err := addDemoKeys(ctx, store, ps, demoKeys, stdout); err != nil {
 		return err
 	}
+	index := keys.NewIndex(store, c.keyCacheTTL)
+	if err := index.Refresh(ctx); err != nil {
+		return err
+	}
+	log.Info("key index loaded", "keys", index.Len())
+	go index.Run(ctx, func(err error) { log.Warn("key index refresh failed; serving the keys it has", "err", err) })
+	cfg.Keys = index
 	if first, _, ok := strings.Cut(strings.Split(demoKeys, ",")[0], ":"); ok {
 		cfg.DemoKey = strings.TrimSpace(first) // prefilled in the demo page
 	}
@@ -215,19 +242,39 @@ func addDemoKeys(ctx context.Context, store interface {
 	return nil
 }
 
+// openRedis opens a client that honours context deadlines on every read
+// and write (ContextTimeoutEnabled): without it a hung Redis holds a call
+// for the client's own read timeout, whatever the request's time budget.
 func openRedis(url string) (redis.UniversalClient, error) {
 	if strings.Contains(url, "addr=") {
 		opt, err := redis.ParseClusterURL(url)
 		if err != nil {
 			return nil, fmt.Errorf("REDIS_URL: %w", err)
 		}
+		opt.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(opt), nil
 	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
+	opt.ContextTimeoutEnabled = true
 	return redis.NewClient(opt), nil
+}
+
+// pingRedis checks at startup that Redis answers, within two seconds.
+func pingRedis(ctx context.Context, rdb redis.UniversalClient) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return rdb.Ping(ctx).Err()
+}
+
+// redisLogger writes go-redis's log lines (reconnects, pool errors) as
+// structured warnings.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, fmt.Sprintf(format, v...))
 }
 
 func openPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, error) {

@@ -1,15 +1,38 @@
 // Package pgq runs one PostgreSQL query under a server-side statement
-// timeout, in a single round trip.
+// timeout, in a single round trip, and sorts what can go wrong into the two
+// failures a caller answers differently: the query ran out of time, or the
+// database could not be reached.
 package pgq
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
+
+var (
+	// ErrTimeout is matched by a query cut short by its statement timeout or
+	// its deadline: a hung database ends here too.
+	ErrTimeout = errors.New("database query timed out")
+	// ErrUnavailable is matched by a query that failed because the database
+	// could not be reached or is shutting down: nothing about the query
+	// itself was wrong, and it may succeed if retried later.
+	ErrUnavailable = errors.New("database unavailable")
+)
+
+// grace is how long past the statement timeout the client waits for the
+// server's answer before giving up on the connection: the server cancels
+// the query itself at the timeout, so only a hung or unreachable server
+// takes longer.
+const grace = 250 * time.Millisecond
 
 // DB is what Query needs: a pgxpool.Pool, a pgx.Conn or a pgx.Tx.
 type DB interface {
@@ -42,7 +65,17 @@ const settingsSQL = `SELECT set_config('statement_timeout', $1, true), set_confi
 // its rows to collect, which must read or close them (pgx.CollectRows does).
 // The query is cancelled when ctx is done or the server's timeout fires,
 // whichever comes first.
+//
+// Its errors match ErrTimeout or ErrUnavailable where they are one of those
+// (see Classify).
 func Query[T any](ctx context.Context, db DB, timeout time.Duration, plan Plan, sql string, args []any, collect func(pgx.Rows) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout+grace)
+	defer cancel()
+	v, err := query(ctx, db, timeout, plan, sql, args, collect)
+	return v, Classify(err)
+}
+
+func query[T any](ctx context.Context, db DB, timeout time.Duration, plan Plan, sql string, args []any, collect func(pgx.Rows) (T, error)) (T, error) {
 	var zero T
 	b := &pgx.Batch{}
 	b.Queue(settingsSQL, strconv.FormatInt(max(timeout.Milliseconds(), 1), 10), string(plan))
@@ -72,3 +105,49 @@ func Query[T any](ctx context.Context, db DB, timeout time.Duration, plan Plan, 
 func Structs[T any](rows pgx.Rows) ([]T, error) {
 	return pgx.CollectRows(rows, pgx.RowToStructByName[T])
 }
+
+// Classify wraps err so that it matches ErrTimeout when the query ran out of
+// time (a statement timeout, SQLSTATE 57014, or a passed deadline) and
+// ErrUnavailable when the database could not be reached (a failed dial or a
+// broken connection, or a server refusing connections or shutting down:
+// SQLSTATE classes 08, 53 and 57P). Other errors, such as those of bad SQL,
+// and a nil err are returned as they are, and so is context.Canceled: the
+// caller went away.
+func Classify(err error) error {
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil || errors.Is(err, context.Canceled):
+		return err
+	case errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err):
+		return &classified{kind: ErrTimeout, err: err}
+	case errors.As(err, &pgErr):
+		if pgErr.Code == "57014" {
+			return &classified{kind: ErrTimeout, err: err}
+		}
+		if strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "53") || strings.HasPrefix(pgErr.Code, "57P") {
+			return &classified{kind: ErrUnavailable, err: err}
+		}
+		return err
+	case belowSQL(err):
+		return &classified{kind: ErrUnavailable, err: err}
+	}
+	return err
+}
+
+// belowSQL reports a failure of the connection rather than of the query: a
+// dial, a TLS handshake, a connection broken or closed under the query.
+func belowSQL(err error) bool {
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// classified is an error sorted into ErrTimeout or ErrUnavailable.
+type classified struct {
+	kind error
+	err  error
+}
+
+func (c *classified) Error() string   { return c.kind.Error() + ": " + c.err.Error() }
+func (c *classified) Unwrap() []error { return []error{c.kind, c.err} }

@@ -1,0 +1,213 @@
+package keys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// CacheSize is the most unknown keys an Index remembers. When it is full a
+// new entry replaces a random one, so a flood of made-up keys costs memory
+// no more than this.
+const CacheSize = 10_000
+
+// overlap is how far back each refresh reads changes before the newest one
+// it has seen: a change whose transaction began earlier but committed later
+// than that newest one is still read.
+const overlap = time.Minute
+
+// ErrNotIndexed means the Index does not know the presented secret: it may
+// be a key made since the last refresh, or a made-up one. Only Lookup can
+// tell, at the cost of a round trip to the store.
+var ErrNotIndexed = errors.New("keys: not in the index")
+
+// ErrUnavailable is matched by a failure of the key store: the key could
+// not be checked.
+var ErrUnavailable = errors.New("keys: key store unavailable")
+
+// source is the store an Index reads: a *Postgres or a *Memory.
+type source interface {
+	Lookup(ctx context.Context, hash []byte) (Key, error)
+	Changed(ctx context.Context, since time.Time) ([]Entry, error)
+}
+
+// Entry is a key with the hash of its secret, as Changed returns it.
+type Entry struct {
+	Hash []byte
+	Key  Key
+}
+
+// Index holds every API key in process, by the hash of its secret, and
+// keeps itself fresh by reading the store's changes (Refresh, Run). A
+// request is then answered from memory: a known key, active or revoked,
+// costs no round trip, and neither does a made-up key that was looked up
+// before. A key the index does not know yet (made on another server since
+// the last refresh) is found by Lookup. It is safe for concurrent use.
+type Index struct {
+	store source
+	every time.Duration
+
+	refreshing sync.Mutex // one Refresh at a time
+	mu         sync.RWMutex
+	byHash     map[string]Key       // string(Hash(secret)) -> key
+	unknown    map[string]time.Time // hashes the store did not have, until when that is believed
+	newest     time.Time            // the latest UpdatedAt read
+	refreshed  time.Time            // when the last successful Refresh began
+}
+
+// NewIndex returns an empty Index of store (a *Postgres or a *Memory) that
+// Run refreshes every every. An unknown key looked up is remembered as
+// unknown for every as well.
+func NewIndex(store source, every time.Duration) *Index {
+	return &Index{store: store, every: every, byHash: make(map[string]Key), unknown: make(map[string]time.Time)}
+}
+
+// Find answers from memory: the key whose secret was presented, the key
+// with ErrRevoked if it has been revoked, ErrUnknown for a secret the store
+// did not have when last asked, or ErrNotIndexed if the index cannot tell.
+func (x *Index) Find(secret string) (Key, error) {
+	h := string(Hash(secret))
+	x.mu.RLock()
+	k, found := x.byHash[h]
+	until, unknown := x.unknown[h]
+	x.mu.RUnlock()
+	switch {
+	case found && k.Revoked():
+		return k, ErrRevoked
+	case found:
+		return k, nil
+	case unknown && time.Now().Before(until):
+		return Key{}, ErrUnknown
+	}
+	return Key{}, ErrNotIndexed
+}
+
+// Lookup asks the store for the key whose secret was presented and adds the
+// answer to the index. It returns what Find would then return, or an error
+// matching ErrUnavailable if the store failed.
+func (x *Index) Lookup(ctx context.Context, secret string) (Key, error) {
+	h := Hash(secret)
+	k, err := x.store.Lookup(ctx, h)
+	switch {
+	case errors.Is(err, ErrUnknown):
+		x.mu.Lock()
+		x.forgetOneIfFull()
+		x.unknown[string(h)] = time.Now().Add(x.every)
+		x.mu.Unlock()
+		return Key{}, ErrUnknown
+	case err != nil:
+		return Key{}, fmt.Errorf("keys: lookup %s: %w", PrefixOf(secret), unavailable(err))
+	}
+	x.mu.Lock()
+	x.put(string(h), k)
+	x.mu.Unlock()
+	if k.Revoked() {
+		return k, ErrRevoked
+	}
+	return k, nil
+}
+
+// Refresh reads every key changed since the last refresh (every key, the
+// first time) into the index. An error matches ErrUnavailable and leaves
+// the index as it was.
+func (x *Index) Refresh(ctx context.Context) error {
+	x.refreshing.Lock()
+	defer x.refreshing.Unlock()
+	return x.refresh(ctx)
+}
+
+// RefreshIfOlder refreshes the index unless a refresh that began within age
+// has succeeded, for a caller that must not refuse a key made moments ago
+// on another server. Concurrent callers share one refresh.
+func (x *Index) RefreshIfOlder(ctx context.Context, age time.Duration) error {
+	x.refreshing.Lock()
+	defer x.refreshing.Unlock()
+	x.mu.RLock()
+	fresh := time.Since(x.refreshed) < age
+	x.mu.RUnlock()
+	if fresh {
+		return nil
+	}
+	return x.refresh(ctx)
+}
+
+func (x *Index) refresh(ctx context.Context) error {
+	start := time.Now()
+	x.mu.RLock()
+	since := x.newest.Add(-overlap)
+	if x.newest.IsZero() {
+		since = time.Time{}
+	}
+	x.mu.RUnlock()
+	changed, err := x.store.Changed(ctx, since)
+	if err != nil {
+		return fmt.Errorf("keys: refresh: %w", unavailable(err))
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, e := range changed {
+		x.put(string(e.Hash), e.Key)
+		if e.Key.UpdatedAt.After(x.newest) {
+			x.newest = e.Key.UpdatedAt
+		}
+	}
+	x.refreshed = start
+	return nil
+}
+
+// Run refreshes the index at once and then every interval given to
+// NewIndex until ctx is done, passing each failure to onError (the index
+// keeps what it had).
+func (x *Index) Run(ctx context.Context, onError func(error)) {
+	t := time.NewTicker(x.every)
+	defer t.Stop()
+	for {
+		if err := x.Refresh(ctx); err != nil && ctx.Err() == nil {
+			onError(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Len returns how many keys the index holds.
+func (x *Index) Len() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.byHash)
+}
+
+// put indexes k under h, unless the index holds a later version of it;
+// the caller holds mu.
+func (x *Index) put(h string, k Key) {
+	if old, ok := x.byHash[h]; ok && old.UpdatedAt.After(k.UpdatedAt) {
+		return
+	}
+	x.byHash[h] = k
+	delete(x.unknown, h)
+}
+
+// forgetOneIfFull makes room for one unknown hash; the caller holds mu.
+func (x *Index) forgetOneIfFull() {
+	if len(x.unknown) < CacheSize {
+		return
+	}
+	for h := range x.unknown { // map iteration starts at random
+		delete(x.unknown, h)
+		return
+	}
+}
+
+// unavailable makes err match ErrUnavailable: whatever made the store fail,
+// the key could not be checked.
+func unavailable(err error) error {
+	if errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
