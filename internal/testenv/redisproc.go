@@ -76,6 +76,24 @@ func (s *RedisServer) Stop() {
 	s.cmd = nil
 }
 
+// Hang stops the server with SIGSTOP: it keeps its connections open and
+// answers nothing, as a hung server does, until Resume. The test's cleanup
+// resumes it, so Stop can end it.
+func (s *RedisServer) Hang(tb testing.TB) {
+	tb.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Resume)
+}
+
+// Resume lets a hung server go on (SIGCONT).
+func (s *RedisServer) Resume() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 // startRedisCluster starts n cluster-enabled redis-server processes in dir,
 // joins them into a cluster of n masters and returns them.
 func startRedisCluster(dir string, n int) ([]*RedisServer, error) {
