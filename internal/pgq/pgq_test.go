@@ -65,5 +65,3 @@ func TestQueryFailures(t *testing.T) {
 		})
 	}
 }
-
-
