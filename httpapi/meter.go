@@ -51,11 +51,33 @@ func (s *Server) identify(r *http.Request) (caller, error) {
 	if err != nil {
 		return caller{}, err
 	}
-	p, ok := s.cfg.Plans.Lookup(k.Plan)
-	if !ok {
-		return caller{}, &unknownPlanError{plan: k.Plan}
+	p, err := s.planOf(k)
+	if err != nil {
+		return caller{}, err
 	}
 	return caller{identity: KeyIdentity(k.ID), plan: p, keyPrefix: prefix}, nil
+}
+
+// planOf is k's plan with k's own overrides applied. Overrides that no
+// longer apply (a plans file changed under them) are logged and left out:
+// the key keeps its plan.
+func (s *Server) planOf(k keys.Key) (plans.Plan, error) {
+	p, ok := s.cfg.Plans.Lookup(k.Plan)
+	if !ok {
+		return plans.Plan{}, &unknownPlanError{plan: k.Plan}
+	}
+	if k.Overrides == nil {
+		return p, nil
+	}
+	o, err := plans.ParseOverrides(k.Overrides)
+	if err == nil {
+		var with plans.Plan
+		if with, err = p.With(o); err == nil {
+			return with, nil
+		}
+	}
+	s.log.Error("a key's overrides do not apply to its plan; serving the plan alone", "key", k.Prefix, "err", err)
+	return p, nil
 }
 
 // presentedKey is the secret the request presents, or "".

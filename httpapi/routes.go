@@ -56,6 +56,8 @@ func (s *Server) routes() http.Handler {
 		r.Get("/keys/{id}", s.handleGetKey)
 		r.Delete("/keys/{id}", s.handleRevokeKey)
 		r.Put("/keys/{id}/plan", s.handleSetPlan)
+		r.Put("/keys/{id}/overrides", s.handleSetOverrides)
+		r.Delete("/keys/{id}/overrides", s.handleDeleteOverrides)
 		r.Get("/keys/{id}/usage", s.handleKeyUsage)
 		r.Delete("/keys/{id}/usage", s.handleResetUsage)
 	})

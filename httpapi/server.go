@@ -80,6 +80,7 @@ type KeyAdmin interface {
 	Get(ctx context.Context, id int64) (keys.Key, error)
 	Revoke(ctx context.Context, id int64) (keys.Key, error)
 	SetPlan(ctx context.Context, id int64, plan string) (keys.Key, error)
+	SetOverrides(ctx context.Context, id int64, overrides []byte) (keys.Key, error)
 }
 
 // Check is one readiness check: a name and a ping.
