@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -169,11 +168,11 @@ func (s *Server) checkPlan(name string) error {
 }
 
 func keyID(r *http.Request) (int64, error) {
-	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
-	if err != nil || id < 1 {
-		return 0, field.Invalid("id", "must be a positive integer")
+	id, err := field.Int("id", chi.URLParam(r, "id"))
+	if err == nil && id < 1 {
+		err = field.Invalid("id", "must be a positive integer")
 	}
-	return id, nil
+	return id, err
 }
 
 // keyIdentity is the quota identity of an API key.
