@@ -169,10 +169,13 @@ func (s *Server) checkPlan(name string) error {
 
 func keyID(r *http.Request) (int64, error) {
 	id, err := field.Int("id", chi.URLParam(r, "id"))
-	if err == nil && id < 1 {
-		err = field.Invalid("id", "must be a positive integer")
+	if err != nil {
+		return 0, err
 	}
-	return id, err
+	if id < 1 {
+		return 0, field.Invalid("id", "must be a positive integer")
+	}
+	return id, nil
 }
 
 // keyIdentity is the quota identity of an API key.

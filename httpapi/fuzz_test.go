@@ -353,24 +353,32 @@ func FuzzKeyHeaders(f *testing.F) {
 	})
 }
 
-// FuzzIfNoneMatch sends any If-None-Match for a tile: a 304 or a 200, and
-// charged the same either way (the tile is served from the cache, or its
-// absence is confirmed, only after the charge).
-func FuzzIfNoneMatch(f *testing.F) {
+// FuzzTileHeaders sends a tile request with any If-None-Match,
+// Accept-Encoding and X-Request-Id: a 304 or a 200, charged the same either
+// way (the tile is looked up, and its entity tag compared, only after the
+// charge).
+func FuzzTileHeaders(f *testing.F) {
 	const tile = "/v1/tiles/places/0/0/0.mvt"
 	h := newFuzzServer(f, nil)
-	etag := httptest.NewRecorder()
-	h.ServeHTTP(etag, get(tile, "X-API-Key", fuzzKey))
-	if etag.Code != http.StatusOK || etag.Header().Get("ETag") == "" {
-		f.Fatalf("GET %s: status %d, ETag %q", tile, etag.Code, etag.Header().Get("ETag"))
+	first := httptest.NewRecorder()
+	h.ServeHTTP(first, get(tile, "X-API-Key", fuzzKey))
+	etag := first.Header().Get("ETag")
+	if first.Code != http.StatusOK || etag == "" {
+		f.Fatalf("GET %s: status %d, ETag %q", tile, first.Code, etag)
 	}
-	for _, s := range []string{etag.Header().Get("ETag"), "W/" + etag.Header().Get("ETag"), `"x", ` + etag.Header().Get("ETag"), "*", `"x"`, ",,,", "W/"} {
-		f.Add(s)
+	for _, s := range []string{etag, "W/" + etag, `"x", ` + etag, "*", `"x"`, ",,,", "W/"} {
+		f.Add(s, "gzip", "")
 	}
-	f.Fuzz(func(t *testing.T, match string) {
-		rec := exchange(t, h, get(tile, "X-API-Key", fuzzKey, "If-None-Match", match), true)
+	f.Add("", "br;q=0.5, gzip;q=0, *", "req-1")
+	f.Add("", "deflate", strings.Repeat("\x00", 100))
+	f.Fuzz(func(t *testing.T, match, acceptEncoding, requestID string) {
+		req := get(tile, "X-API-Key", fuzzKey, "Accept-Encoding", acceptEncoding, "X-Request-Id", requestID)
+		if match != "" {
+			req.Header.Set("If-None-Match", match)
+		}
+		rec := exchange(t, h, req, true)
 		if rec.Code != http.StatusOK && rec.Code != http.StatusNotModified {
-			t.Fatalf("If-None-Match %q: status %d: %s", match, rec.Code, rec.Body)
+			t.Fatalf("%v: status %d: %s", req.Header, rec.Code, rec.Body)
 		}
 	})
 }
