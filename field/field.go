@@ -36,9 +36,9 @@ const (
 // Float reads s, the value of the named field, as a plain decimal number:
 // an optional '-', digits with no superfluous leading zero, and an optional
 // '.' followed by digits. Anything else strconv.ParseFloat would take ("+1",
-// "1_0", "0x1p1", "1e3", ".5", "inf", "NaN", " 1") is refused, so one value
-// has one spelling and no client can reach a parse it did not mean. The
-// error is an *Error naming the field.
+// "1_0", "0x1p1", "1e3", ".5", "inf", "NaN") is refused, so what a client
+// sent is what it meant, and a typo is an error rather than another number.
+// The error is an *Error naming the field.
 func Float(name, s string) (float64, error) {
 	if !isDecimal(s) {
 		return 0, syntaxError(name, s, decimalForm)
