@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -243,8 +242,11 @@ func (s *Server) checkPlan(name string) error {
 }
 
 func keyID(r *http.Request) (int64, error) {
-	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
-	if err != nil || id < 1 {
+	id, err := field.Int("id", chi.URLParam(r, "id"))
+	if err != nil {
+		return 0, err
+	}
+	if id < 1 {
 		return 0, field.Invalid("id", "must be a positive integer")
 	}
 	return id, nil

@@ -23,9 +23,10 @@ func (s *Server) routes() http.Handler {
 	r.Use(middleware.Recoverer)
 	r.Use(middleware.RequestSize(maxBodyBytes))
 	r.Use(middleware.Compress(5, "application/json", "application/geo+json", "application/problem+json", "application/vnd.mapbox-vector-tile"))
-	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+	notFound := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeProblem(w, problemFor(errRouteNotFound))
 	})
+	r.NotFound(notFound)
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
 		writeProblem(w, problemFor(errMethodNotAllowed))
 	})
@@ -35,7 +36,7 @@ func (s *Server) routes() http.Handler {
 	r.Get("/readyz", s.handleReadyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	r.Get("/openapi.json", handleOpenAPI)
-	page := web.Handler(s.cfg.DemoKey) // the demo page
+	page := web.Handler(s.cfg.DemoKey, notFound) // the demo page
 	r.Method(http.MethodGet, "/", page)
 	r.Method(http.MethodGet, "/assets/*", page)
 
