@@ -170,7 +170,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m meter
 		s.metrics.decisions.WithLabelValues(c.plan.Name, "in_flight_exceeded").Inc()
 		s.shadowOr(w, r, c, m, err)
 		return
-	case err != nil && s.cfg.FailClosed:
+	case err != nil && (s.cfg.FailClosed || !isStoreFailure(err)):
 		s.fail(w, r, err)
 		return
 	}
@@ -185,6 +185,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m meter
 	case errors.As(err, &tooCostly):
 		s.metrics.decisions.WithLabelValues(c.plan.Name, "too_costly").Inc()
 		s.shadowOr(w, r, c, m, &overPlanError{plan: c.plan, cost: m.cost, limit: tooCostly.Limit, fits: m.fits})
+		return
+	case err != nil && !isStoreFailure(err):
+		// A charge the quota refuses as invalid is a bug of ours (a price
+		// out of range), never an outage to serve unmetered.
+		s.fail(w, r, err)
 		return
 	case err != nil:
 		s.metrics.redisErrors.Inc()
@@ -264,6 +269,13 @@ func (s *Server) release(ctx context.Context, l inflight.Lease) func() {
 			s.quotaStoreFailed(ctx, err)
 		}
 	}
+}
+
+// isStoreFailure reports a failure of Redis, where the failure policy
+// decides, as opposed to a call the store refused.
+func isStoreFailure(err error) bool {
+	var down *quotaUnavailableError
+	return errors.As(err, &down)
 }
 
 // shadowOr refuses a request the quota does not admit with err, or in
