@@ -28,6 +28,10 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 		return errors.New("usage: " + keysUsage)
 	}
 	action, args := args[0], args[1:]
+	if action == "-h" || action == "-help" || action == "--help" || action == "help" {
+		_, err := fmt.Fprintln(stdout, "usage: "+keysUsage)
+		return err
+	}
 	fs := flag.NewFlagSet("keys "+action, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dbURL := databaseFlag(fs, getenv)

@@ -303,6 +303,9 @@ func openPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, err
 	return pool, nil
 }
 
+// maxHeaderBytes is the most request header bytes served; more is a 431.
+const maxHeaderBytes = 16 << 10
+
 // listenAndServe serves h on addr until ctx is done, then drains requests
 // for up to 10 seconds.
 func listenAndServe(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
@@ -313,7 +316,8 @@ func listenAndServe(ctx context.Context, addr string, h http.Handler, log *slog.
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    16 << 10,
+		// net/http allows 4 KiB above MaxHeaderBytes: this makes 16 KiB.
+		MaxHeaderBytes: maxHeaderBytes - 4<<10,
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
