@@ -1,193 +1,177 @@
 -- Check and charge a cost against every limit of a plan, atomically.
--- The layout's constants and log.lua come first (see layout.go).
+-- log.lua comes first; the layout's names are its values (see layout.go).
 --
 -- KEYS[1]  the log: fixed-width records of the admitted charges, in time
 --          order, then the header (layout.go)
 -- ARGV[1]  the arguments, packed doubles: A_RECORD (1 to record an admitted
 --          cost, 0 to only look), A_COST, A_NOW (microseconds; -1 to take it
---          from Redis TIME), A_TB and A_CB (the plan's record widths), then
---          per limit its window (microseconds) and max
--- ARGV[2]  the struct format of the arguments, ARGV[3] of the header,
---          ARGV[4] of the reply, ARGV[5] of a record: built by Go, so the
---          script builds no format
--- ARGV[6]  the longest window in milliseconds, as text: the log's TTL
+--          from Redis TIME), A_TB and A_CB (the plan's record widths), A_N
+--          (its number of limits), then per limit its window (microseconds)
+--          and max; padded to the size of a header
+-- ARGV[2]  the struct format of the arguments and of the header, ARGV[3] of
+--          a record: built by Go, so the script builds none
+-- ARGV[4]  the longest window in milliseconds, as text: the log's TTL
 --
--- Returns one string of packed doubles (R_*): allowed (1 or 0), now, the
--- admitted record's index (-1 if none), then per limit: used, the admit time
--- of the oldest record in the window (-1 if none), and when the cost fits
--- (-1 if it does now). Numbers travel packed both ways: Redis would format
--- each Lua number of a reply table, and each number argument, as text.
-local key, hfmt, rfmt, ttl = KEYS[1], ARGV[3], ARGV[5], ARGV[6]
-local a = {unpack_(ARGV[2], ARGV[1])}
-local n = (#a - 1 - A_SHARED) / A_PER -- struct.unpack also returned the next position
-local record, cost, now, tb, cb = a[A_RECORD] == 1, a[A_COST], a[A_NOW], a[A_TB], a[A_CB]
-local width = tb + cb
+-- Returns the header as written (the caller reads the windows' sums and
+-- oldest records, the time, and the admitted record's index from it),
+-- followed, when nothing was admitted, by doubles: allowed (1 or 0), then per
+-- limit when the cost fits (-1 if it does now). Numbers travel packed both
+-- ways: Redis would format each Lua number of a reply table, and each number
+-- argument, as text.
+--
+-- Redis runs a script's body on every call, creating its local functions
+-- anew: those of the rare paths are defined where they are used.
+local hfmt, recfmt, ttl = ARGV[2], ARGV[3], ARGV[4]
+local a = {unpack_(hfmt, ARGV[1])}
+local record, cost, now, tb, cb, n = a[A_RECORD] == 1, a[A_COST], a[A_NOW], a[A_TB], a[A_CB], a[A_N]
 if now < 0 then
   local t = call('TIME')
   now = t[1] * 1000000 + t[2]
 end
 
--- limitWindow and limitMax of limit i, from the arguments; the header's
--- fields of window i start after offset(i).
-local function limitWindow(i) return a[A_SHARED + A_PER * (i - 1) + 1] end
-local function limitMax(i) return a[A_SHARED + A_PER * (i - 1) + 2] end
-local function offset(i) return SHARED + PER * (i - 1) end
-
--- A record that has left the longest window has left them all.
-local longest = 1
-for i = 2, n do
-  if limitWindow(i) > limitWindow(longest) then longest = i end
+-- A record that has left the longest window has left them all: its head is
+-- where the log's live records start.
+local longest = A_SHARED + 1 -- the longest window, in the arguments
+for i = A_SHARED + 1 + A_PER, A_SHARED + A_PER * n, A_PER do
+  if a[i] > a[longest] then longest = i end
 end
-local wmax = limitWindow(longest)
+local wmax, liveHead = a[longest], SHARED + (longest - A_SHARED - 1) / A_PER * PER + HEAD
 
-local h, m = readHeader(key, n, hfmt)
+openLog(KEYS[1], n, hfmt, tb, cb, recfmt)
 local existed = h ~= nil
 -- Time never runs back: should the clock, a charge is recorded at the latest
 -- time seen, so the records stay in time order.
 if h and h[LAST] > now then now = h[LAST] end
 
--- samePlan reports whether the header was written under this plan's
--- windows and record widths.
-local function samePlan()
-  if m ~= n or h[TB] ~= tb or h[CB] ~= cb then return false end
-  for i = 1, n do
-    if h[offset(i) + WINDOW] ~= limitWindow(i) then return false end
-  end
-  return true
+local rebuilt = not h or m ~= n or h[TB] ~= tb or h[CB] ~= cb or record and now - h[BASE] >= 256 ^ tb
+for i = 1, n do
+  if not rebuilt and h[SHARED + PER * (i - 1) + WINDOW] ~= a[A_SHARED + A_PER * (i - 1) + 1] then rebuilt = true end
 end
-
--- rebuild makes the header anew and returns the records to write before it:
--- those still inside the longest window, packed with this plan's widths
--- from a new base, with every window measured on them. For a new log, a
--- re-planned one, a head of spent records as long as the rest (the
--- compaction, amortised O(1) a record), or a base too far behind now for
--- the offset's width. O(records kept).
-local function rebuild()
+if rebuilt then
+  -- A new log, a re-planned one, or a base too far behind now for the
+  -- offset's width: keep the records still inside the longest window,
+  -- packed with this plan's widths from a new base, and measure every
+  -- window on them. O(records kept).
   local at, cs, kept, first = {}, {}, 0, 0
   if h then
-    local ow, live, tail = h[TB] + h[CB], h[LIVE], h[TAIL]
-    if tail > live then
-      local ofmt, cut = string.format(RECORD_PATTERN, h[TB], h[CB]), now - wmax
-      local bytes = call('GETRANGE', key, live * ow, tail * ow - 1)
-      for p = 1, #bytes, ow do
-        local off, c = unpack_(ofmt, bytes, p)
-        if h[BASE] + off > cut then
-          kept = kept + 1
-          at[kept], cs[kept] = h[BASE] + off, c
-        end
+    local s, p = records(h[LIVE], h[TAIL])
+    for _ = h[LIVE], h[TAIL] - 1 do
+      local off, c = unpack_(rfmt, s, p)
+      if h[BASE] + off > now - wmax then
+        kept = kept + 1
+        at[kept], cs[kept] = h[BASE] + off, c
       end
+      p = p + width
     end
-    first = h[FIRST] + tail - kept
+    first = h[FIRST] + h[TAIL] - kept
   end
   local base = kept > 0 and at[1] or now
   h = {now, base, first, kept, 0, tb, cb}
   for i = 1, n do
-    local w = limitWindow(i)
+    local w, j = a[A_SHARED + A_PER * (i - 1) + 1], SHARED + PER * (i - 1)
     local sum, head, oldest = 0, kept, -1
     for e = kept, 1, -1 do
       if at[e] <= now - w then break end
       sum = sum + cs[e]
       if cs[e] > 0 then head, oldest = e - 1, at[e] end
     end
-    local j = offset(i)
     h[j + WINDOW], h[j + SUM], h[j + HEAD], h[j + OLDEST] = w, sum, head, oldest
   end
-  h[offset(n + 1) + 1] = n
-  h[LIVE] = h[offset(longest) + HEAD]
+  h[SHARED + PER * n + 1] = n
   local bytes = {}
-  for e = 1, kept do bytes[e] = pack(rfmt, at[e] - base, cs[e]) end
-  return table.concat(bytes)
+  for e = 1, kept do bytes[e] = pack(recfmt, at[e] - base, cs[e]) end
+  raw, start, width, rfmt, m = table.concat(bytes), 0, tb + cb, recfmt, n
 end
 
--- evict moves window i past the records that have left it, and past
--- refunded ones, lowering its sum: no command while its oldest record is
--- still inside, else O(1 + records passed).
-local function evict(i)
-  local j = offset(i)
+-- evict moves window j (its first field in the header, less one) past the
+-- records that have left it, and past refunded ones, lowering its sum:
+-- nothing to read while its oldest record is still inside.
+local function evict(j)
   local cut = now - h[j + WINDOW]
   if h[j + OLDEST] < 0 or h[j + OLDEST] > cut then return false end
-  local k, passed, oldest = seek(key, rfmt, width, h[BASE], h[j + HEAD], h[TAIL], cut)
+  local k, passed, oldest = seek(h[j + HEAD], cut)
   h[j + HEAD], h[j + SUM], h[j + OLDEST] = k, h[j + SUM] - passed, oldest
   return true
 end
 
--- admit records the cost at now: a record at the tail, in every window.
--- It returns the record's index and the bytes to write at the tail.
+local changed = rebuilt
+for j = SHARED, SHARED + PER * (n - 1), PER do
+  if evict(j) then changed = true end
+end
+h[LAST], h[LIVE] = now, h[liveHead]
+
+local allowed, empty = true, true
+for i = 1, n do
+  local j = SHARED + PER * (i - 1)
+  if h[j + SUM] + cost > a[A_SHARED + A_PER * (i - 1) + 2] then allowed = false end
+  if h[j + OLDEST] >= 0 then empty = false end
+end
+
+-- admit records the cost at now in every window and writes the log: the
+-- new record and the header in place at the tail. When the whole log is at
+-- hand, or half of it has left every window (the compaction, amortised O(1)
+-- a record), it writes instead a new string of the records still in some
+-- window. The log lives one longest window past its last admit, then
+-- vanishes. It returns the header.
 local function admit()
-  local t = h[TAIL]
-  for i = 1, n do
-    local j = offset(i)
+  local rec = pack(rfmt, now - h[BASE], cost)
+  local k, t = h[LIVE], h[TAIL]
+  local kept -- the live records, when the log is rewritten
+  if start == 0 or k >= COMPACT_AFTER and 2 * k >= t then
+    local s, p = records(k, t)
+    kept = s == raw and string.sub(raw, p, p + (t - k) * width - 1) or s
+    h[FIRST], t = h[FIRST] + k, t - k
+    for j = SHARED, SHARED + PER * (n - 1), PER do h[j + HEAD] = h[j + HEAD] - k end
+  end
+  for j = SHARED, SHARED + PER * (n - 1), PER do
     h[j + SUM] = h[j + SUM] + cost
     if h[j + OLDEST] < 0 then h[j + HEAD], h[j + OLDEST] = t, now end
   end
-  h[TAIL] = t + 1
-  h[LIVE] = h[offset(longest) + HEAD]
-  return h[FIRST] + t, pack(rfmt, now - h[BASE], cost) .. pack(hfmt, unpack(h))
+  h[TAIL], h[LIVE] = t + 1, h[liveHead]
+  local header = pack(hfmt, unpack(h))
+  if kept then
+    call('SET', key, kept .. rec .. header, 'PX', ttl)
+  else
+    call('SETRANGE', key, t * width, rec .. header)
+    call('PEXPIRE', key, ttl)
+  end
+  return header
 end
 
--- fitsAt returns when enough of window i's records, from its oldest on,
--- will have left it to free need units: the time the cost fits, absent other
--- traffic.
-local function fitsAt(i, need)
-  local j = offset(i)
+if allowed and record then return admit() end
+
+if empty then
+  -- Nothing in any window: keep nothing at all.
+  if existed then call('DEL', key) end
+elseif rebuilt then
+  call('SET', key, raw .. pack(hfmt, unpack(h)), 'KEEPTTL')
+elseif changed then
+  call('SETRANGE', key, h[TAIL] * width, pack(hfmt, unpack(h)))
+end
+
+-- fitsAt returns when enough of window j's records, from its oldest on,
+-- will have left it to free need units: the time the cost fits, absent
+-- other traffic.
+local function fitsAt(j, need)
   local k, tail, gone = h[j + HEAD], h[TAIL], 0
   while k < tail do
     local stop = math.min(k + 64, tail)
-    local bytes = call('GETRANGE', key, k * width, stop * width - 1)
-    for p = 1, #bytes, width do
-      local off, c = unpack_(rfmt, bytes, p)
+    local s, p = records(k, stop)
+    for _ = k, stop - 1 do
+      local off, c = unpack_(rfmt, s, p)
       gone = gone + c
       if gone >= need then return h[BASE] + off + h[j + WINDOW] end
+      p = p + width
     end
     k = stop
   end
   return now + h[j + WINDOW] -- not reached: the window holds more than need
 end
 
-local rebuilt -- the records of a rewritten log; nil while the log stands
-if not h or not samePlan()
-  or record and (h[LIVE] >= COMPACT_AFTER and 2 * h[LIVE] >= h[TAIL] or now - h[BASE] >= 256 ^ tb) then
-  rebuilt = rebuild()
-end
-local changed = rebuilt ~= nil
+local reply = {allowed and 1 or 0}
 for i = 1, n do
-  if evict(i) then changed = true end
+  local j = SHARED + PER * (i - 1)
+  local need = h[j + SUM] + cost - a[A_SHARED + A_PER * (i - 1) + 2]
+  reply[i + 1] = (not allowed and need > 0) and fitsAt(j, need) or -1
 end
-h[LAST], h[LIVE] = now, h[offset(longest) + HEAD]
-
-local allowed, empty = true, true
-for i = 1, n do
-  local j = offset(i)
-  if h[j + SUM] + cost > limitMax(i) then allowed = false end
-  if h[j + OLDEST] >= 0 then empty = false end
-end
-
-local index = -1
-if allowed and record then
-  local tailBytes
-  index, tailBytes = admit()
-  -- The log lives one longest window past its last admit, then vanishes.
-  if rebuilt then
-    call('SET', key, rebuilt .. tailBytes, 'PX', ttl)
-  else
-    call('SETRANGE', key, (h[TAIL] - 1) * width, tailBytes)
-    call('PEXPIRE', key, ttl)
-  end
-elseif empty then
-  -- Nothing in any window: keep nothing at all.
-  if existed then call('DEL', key) end
-elseif rebuilt then
-  call('SET', key, rebuilt .. pack(hfmt, unpack(h)), 'KEEPTTL')
-elseif changed then
-  call('SETRANGE', key, h[TAIL] * width, pack(hfmt, unpack(h)))
-end
-
-local reply = {}
-reply[R_ALLOWED], reply[R_NOW], reply[R_INDEX] = allowed and 1 or 0, now, index
-for i = 1, n do
-  local j, r = offset(i), R_SHARED + R_PER * (i - 1)
-  local need = h[j + SUM] + cost - limitMax(i)
-  reply[r + 1], reply[r + 2], reply[r + 3] = h[j + SUM], h[j + OLDEST], -1
-  if not allowed and need > 0 then reply[r + 3] = fitsAt(i, need) end
-end
-return pack(ARGV[4], unpack(reply))
+return pack(hfmt, unpack(h)) .. pack('>' .. string.rep('d', n + 1), unpack(reply))

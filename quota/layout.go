@@ -5,13 +5,15 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // The layout of an identity's log in Redis, defined once here: Go reads it
-// with these names (ReadLog), and both scripts get them as Lua constants
-// (luaPrelude), so neither writes a position as a bare number.
+// with these names (ReadLog), and both scripts are written with them
+// (luaScript), so neither writes a position as a bare number.
 //
 // The log is one string: fixed-width records, one per admitted charge in
 // admit order (which is time order), then a header of doubles. New records
@@ -50,26 +52,17 @@ const (
 )
 
 // The charge script's arguments (packed doubles), then per limit its window
-// (microseconds) and max.
+// (microseconds) and max, padded to the size of a header so that one struct
+// format reads both.
 const (
 	aRecord = 1 + iota // 1 to record an admitted cost, 0 to only look
 	aCost
 	aNow // microseconds; -1 to take it from Redis TIME
 	aTB  // the record widths of the plan (recordWidths)
 	aCB
-	aShared = aCB
+	aN      // the number of limits
+	aShared = aN
 	aPer    = 2
-)
-
-// The charge script's reply (packed doubles), then per limit the used units,
-// the admit time of its oldest record (-1 if none) and the time at which the
-// cost fits (-1 if it does now).
-const (
-	rAllowed = 1 + iota
-	rNow
-	rIndex  // the admitted record's index, counted since the log began; -1 if none
-	rShared = rIndex
-	rPer    = 3
 )
 
 // recordPattern is the struct format of a record, given the widths of its
@@ -77,36 +70,44 @@ const (
 const recordPattern = ">I%dI%d"
 
 // compactAfter is the fewest records that must have left every window
-// before the string is rewritten without them.
+// before a log larger than a chunk is rewritten without them.
 const compactAfter = 16
+
+// chunk is the bytes a script reads from the end of a log at once: the
+// header and the newest records, and the whole of a small log.
+const chunk = 4096
 
 //go:embed log.lua
 var logLua string
 
-// luaPrelude starts both scripts: the layout's names as Lua constants, then
-// the functions they share (log.lua).
-var luaPrelude = func() string {
-	var b strings.Builder
-	consts := []struct {
-		name  string
-		value any
-	}{
-		{"LAST", hLast}, {"BASE", hBase}, {"FIRST", hFirst}, {"TAIL", hTail}, {"LIVE", hLive},
-		{"TB", hTB}, {"CB", hCB}, {"SHARED", hShared},
-		{"WINDOW", wWindow}, {"SUM", wSum}, {"HEAD", wHead}, {"OLDEST", wOldest}, {"PER", hPer},
-		{"A_RECORD", aRecord}, {"A_COST", aCost}, {"A_NOW", aNow}, {"A_TB", aTB}, {"A_CB", aCB},
-		{"A_SHARED", aShared}, {"A_PER", aPer},
-		{"R_ALLOWED", rAllowed}, {"R_NOW", rNow}, {"R_INDEX", rIndex}, {"R_SHARED", rShared}, {"R_PER", rPer},
-		{"COMPACT_AFTER", compactAfter},
-	}
-	b.WriteString("-- Generated from layout.go: the positions of the log's fields.\n")
-	for _, c := range consts {
-		fmt.Fprintf(&b, "local %s = %v\n", c.name, c.value)
-	}
-	fmt.Fprintf(&b, "local RECORD_PATTERN = %q\n", recordPattern)
-	b.WriteString(logLua)
-	return b.String()
-}()
+// luaConstants are the layout's names as the scripts spell them.
+var luaConstants = map[string]string{
+	"LAST": strconv.Itoa(hLast), "BASE": strconv.Itoa(hBase), "FIRST": strconv.Itoa(hFirst),
+	"TAIL": strconv.Itoa(hTail), "LIVE": strconv.Itoa(hLive), "TB": strconv.Itoa(hTB), "CB": strconv.Itoa(hCB),
+	"SHARED": strconv.Itoa(hShared), "PER": strconv.Itoa(hPer),
+	"WINDOW": strconv.Itoa(wWindow), "SUM": strconv.Itoa(wSum), "HEAD": strconv.Itoa(wHead), "OLDEST": strconv.Itoa(wOldest),
+	"A_RECORD": strconv.Itoa(aRecord), "A_COST": strconv.Itoa(aCost), "A_NOW": strconv.Itoa(aNow),
+	"A_TB": strconv.Itoa(aTB), "A_CB": strconv.Itoa(aCB), "A_N": strconv.Itoa(aN),
+	"A_SHARED": strconv.Itoa(aShared), "A_PER": strconv.Itoa(aPer),
+	"COMPACT_AFTER": strconv.Itoa(compactAfter),
+	"CHUNK_START":   strconv.Quote(strconv.Itoa(-chunk)),
+	"RECORD_PATTERN": strconv.Quote(recordPattern),
+}
+
+var luaConstant = regexp.MustCompile(`\b[A-Z][A-Z_]*\b`)
+
+// luaScript renders a script: log.lua, the functions both scripts share,
+// then body, with the layout's names replaced by their values. The source
+// reads by name; Redis runs literals, as a Lua local would cost a load on
+// every call and an upvalue in every function that uses it.
+func luaScript(body string) string {
+	return luaConstant.ReplaceAllStringFunc(logLua+body, func(name string) string {
+		if v, ok := luaConstants[name]; ok {
+			return v
+		}
+		return name
+	})
+}
 
 // recordWidths returns the bytes a plan's records give the time offset and
 // the cost: the offset spans at least four longest windows, so the base is
@@ -128,14 +129,12 @@ func recordWidths(p Plan) (tb, cb int) {
 	return tb, cb
 }
 
-// formats caches the struct formats a decision passes, so it builds none.
-type formats struct {
-	args, header, reply string
-}
-
-var formatCache = func() (f [9]formats) {
+// headerFormats caches the struct formats of headers (and arguments) of up
+// to 8 windows, and recordFormats those of records, so a decision builds
+// none.
+var headerFormats = func() (f [9]string) {
 	for n := range f {
-		f[n] = newFormats(n)
+		f[n] = newHeaderFormat(n)
 	}
 	return f
 }()
@@ -149,16 +148,13 @@ var recordFormats = func() (f [8][7]string) {
 	return f
 }()
 
-func newFormats(n int) formats {
-	d := func(k int) string { return ">" + strings.Repeat("d", k) }
-	return formats{args: d(aShared + aPer*n), header: d(headerFields(n)), reply: d(rShared + rPer*n)}
-}
+func newHeaderFormat(n int) string { return ">" + strings.Repeat("d", headerFields(n)) }
 
-func formatsFor(n int) formats {
-	if n < len(formatCache) {
-		return formatCache[n]
+func headerFormat(n int) string {
+	if n < len(headerFormats) {
+		return headerFormats[n]
 	}
-	return newFormats(n)
+	return newHeaderFormat(n)
 }
 
 // headerFields is the number of doubles in the header of n windows.
@@ -174,22 +170,31 @@ type LogEntry struct {
 	Cost int64
 }
 
+// header is a log header as the scripts write it, packed doubles.
+type header string
+
+// field returns field f (an h* constant).
+func (h header) field(f int) int64 {
+	return int64(math.Float64frombits(binary.BigEndian.Uint64([]byte(h[8*(f-1) : 8*f]))))
+}
+
+// window returns field f (a w* constant) of window i, from 0.
+func (h header) window(i, f int) int64 { return h.field(hShared + hPer*i + f) }
+
 // parseLog reads a whole log string: every record it still holds, including
 // those that have left every window but await the rewrite.
 func parseLog(s string) ([]LogEntry, error) {
 	if len(s) < 8 {
 		return nil, fmt.Errorf("quota: log of %d bytes has no header", len(s))
 	}
-	num := func(b string) float64 { return math.Float64frombits(binary.BigEndian.Uint64([]byte(b))) }
-	n := int(num(s[len(s)-8:]))
+	n := int(header(s[len(s)-8:]).field(1))
 	size := 8 * headerFields(n)
 	if n < 1 || size > len(s) {
 		return nil, fmt.Errorf("quota: log of %d bytes has no header of %d windows", len(s), n)
 	}
-	h := s[len(s)-size:]
-	field := func(f int) int64 { return int64(num(h[8*(f-1) : 8*f])) }
-	tb, cb, base, first := int(field(hTB)), int(field(hCB)), field(hBase), field(hFirst)
-	width, tail := tb+cb, int(field(hTail))
+	h := header(s[len(s)-size:])
+	tb, cb, base, first := int(h.field(hTB)), int(h.field(hCB)), h.field(hBase), h.field(hFirst)
+	width, tail := tb+cb, int(h.field(hTail))
 	if tb < 1 || cb < 1 || tail*width != len(s)-size {
 		return nil, fmt.Errorf("quota: log of %d bytes: %d records of %d+%d bytes do not fit", len(s), tail, tb, cb)
 	}

@@ -17,11 +17,11 @@ import (
 var (
 	//go:embed charge.lua
 	chargeLua    string
-	chargeScript = redis.NewScript(luaPrelude + chargeLua)
+	chargeScript = redis.NewScript(luaScript(chargeLua))
 
 	//go:embed settle.lua
 	settleLua    string
-	settleScript = redis.NewScript(luaPrelude + settleLua)
+	settleScript = redis.NewScript(luaScript(settleLua))
 )
 
 // rediser is what Redis needs of a client: a *redis.Client, a
@@ -104,45 +104,51 @@ func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64,
 	if err != nil {
 		return Decision{}, fmt.Errorf("quota: charge: %w", err)
 	}
+	// The header as written, then, if nothing was admitted, whether the
+	// cost fits and when it does in each limit.
 	n := len(plan.Limits)
-	want := rShared + rPer*n
-	if len(reply) != 8*want {
-		return Decision{}, fmt.Errorf("quota: charge: script returned %d bytes, want %d numbers", len(reply), want)
+	size := 8 * headerFields(n)
+	admitted := len(reply) == size
+	if !admitted && len(reply) != size+8*(1+n) {
+		return Decision{}, fmt.Errorf("quota: charge: script returned %d bytes, want %d or %d", len(reply), size, size+8*(1+n))
 	}
-	num := func(field int) int64 {
-		return int64(math.Float64frombits(binary.BigEndian.Uint64([]byte(reply[8*(field-1) : 8*field]))))
-	}
+	h, extra := header(reply[:size]), header(reply[size:])
 	raw := make([]limitUsage, n)
 	for i := range raw {
-		at := rShared + rPer*i
-		raw[i] = limitUsage{used: num(at + 1), oldest: num(at + 2), freeAt: num(at + 3)}
+		raw[i] = limitUsage{used: h.window(i, wSum), oldest: h.window(i, wOldest), freeAt: -1}
+		if !admitted {
+			raw[i].freeAt = extra.field(2 + i)
+		}
 	}
-	return decide(identity, plan, cost, num(rAllowed) == 1, num(rNow), num(rIndex), raw), nil
+	index := int64(-1)
+	if admitted {
+		index = h.field(hFirst) + h.field(hTail) - 1
+	}
+	return decide(identity, plan, cost, admitted || extra.field(1) == 1, h.field(hLast), index, raw), nil
 }
 
 // chargeCall returns the keys and arguments of charge.lua: the numbers
 // packed as big-endian doubles (see the a* fields), so the script parses no
-// number, then the struct formats and the TTL (see charge.lua).
+// number, their struct format and that of a record, and the log's TTL.
 func (r *Redis) chargeCall(identity string, plan Plan, cost int64, record bool) ([]string, []any) {
-	f := formatsFor(len(plan.Limits))
+	n := len(plan.Limits)
 	tb, cb := recordWidths(plan)
-	return []string{r.key(identity)},
-		[]any{r.packArgs(plan, cost, record, tb, cb), f.args, f.header, f.reply, recordFormats[tb][cb], longestMillis(plan)}
-}
-
-func (r *Redis) packArgs(plan Plan, cost int64, record bool, tb, cb int) string {
-	packed := make([]byte, 0, 8*(aShared+aPer*len(plan.Limits)))
+	packed := make([]byte, 0, 8*headerFields(n))
 	put := func(v int64) { packed = binary.BigEndian.AppendUint64(packed, math.Float64bits(float64(v))) }
 	put(boolNum(record))
 	put(cost)
 	put(r.nowMicros())
 	put(int64(tb))
 	put(int64(cb))
+	put(int64(n))
 	for _, l := range plan.Limits {
 		put(l.Window.Microseconds())
 		put(l.Max)
 	}
-	return string(packed)
+	for len(packed) < cap(packed) {
+		put(0)
+	}
+	return []string{r.key(identity)}, []any{string(packed), headerFormat(n), recordFormats[tb][cb], longestMillis(plan)}
 }
 
 // longestMillis is the plan's longest window in milliseconds, as text: the

@@ -1,5 +1,5 @@
 -- Lower the cost of one admitted charge, or zero it (refund), by receipt.
--- The layout's constants and log.lua come first (see layout.go).
+-- log.lua comes first; the layout's names are its values (see layout.go).
 --
 -- KEYS[1]  the log (see charge.lua)
 -- ARGV[1]  the record's index, counted since the log began
@@ -10,20 +10,17 @@
 -- receipt names no record still in a window: already refunded, settled under
 -- another receipt, left every window, or expired. So a retried call changes
 -- nothing.
-local key = KEYS[1]
 local index, at, cost, actual = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 
-local h, n = readHeader(key, 1, headerFormat(1))
+openLog(KEYS[1], 1, headerFormat(1), 0, 0, nil)
 if not h then return 0 end
-local hfmt = headerFormat(n)
-local tb, cb = h[TB], h[CB]
-local width, rfmt = tb + cb, string.format(RECORD_PATTERN, tb, cb)
+local n, hfmt = m, headerFormat(m)
 
 -- The record's place in the string: records before LIVE have left every
 -- window, and there is nothing left to give back.
 local p = index - h[FIRST]
 if p < h[LIVE] or p >= h[TAIL] then return 0 end
-local off, old = unpack_(rfmt, call('GETRANGE', key, p * width, (p + 1) * width - 1))
+local off, old = unpack_(rfmt, records(p, p + 1))
 if h[BASE] + off ~= at or old ~= cost then return 0 end
 if actual == old then return 1 end
 call('SETRANGE', key, p * width, pack(rfmt, off, actual))
@@ -37,7 +34,7 @@ for i = 1, n do
   if p >= h[j + HEAD] then
     h[j + SUM] = h[j + SUM] - (old - actual)
     if actual == 0 and p == h[j + HEAD] then
-      local k, _, oldest = seek(key, rfmt, width, h[BASE], p + 1, h[TAIL], -1)
+      local k, _, oldest = seek(p + 1, -1)
       h[j + HEAD], h[j + OLDEST] = k, oldest
     end
   end
