@@ -108,16 +108,17 @@ for i = 1, n do
 end
 
 -- admit records the cost at now in every window and writes the log: the
--- new record and the header in place at the tail. When the whole log is at
--- hand, or half of it has left every window (the compaction, amortised O(1)
--- a record), it writes instead a new string of the records still in some
--- window. The log lives one longest window past its last admit, then
--- vanishes. It returns the header.
+-- new record and the header in place at the tail (SETRANGE and PEXPIRE cost
+-- Redis less than a SET of a string built anew, even a short one). Once
+-- half of the log has left every window it writes instead a new string of
+-- the records still in some window: the compaction, amortised O(1) a
+-- record; so it does after a rebuild. The log lives one longest window past
+-- its last admit, then vanishes. It returns the header.
 local function admit()
   local rec = pack(rfmt, now - h[BASE], cost)
   local k, t = h[LIVE], h[TAIL]
   local kept -- the live records, when the log is rewritten
-  if start == 0 or k >= COMPACT_AFTER and 2 * k >= t then
+  if rebuilt or k >= COMPACT_AFTER and 2 * k >= t then
     local s, p = records(k, t)
     kept = s == raw and string.sub(raw, p, p + (t - k) * width - 1) or s
     h[FIRST], t = h[FIRST] + k, t - k

@@ -89,8 +89,8 @@ var luaConstants = map[string]string{
 	"A_RECORD": strconv.Itoa(aRecord), "A_COST": strconv.Itoa(aCost), "A_NOW": strconv.Itoa(aNow),
 	"A_TB": strconv.Itoa(aTB), "A_CB": strconv.Itoa(aCB), "A_N": strconv.Itoa(aN),
 	"A_SHARED": strconv.Itoa(aShared), "A_PER": strconv.Itoa(aPer),
-	"COMPACT_AFTER": strconv.Itoa(compactAfter),
-	"CHUNK_START":   strconv.Quote(strconv.Itoa(-chunk)),
+	"COMPACT_AFTER":  strconv.Itoa(compactAfter),
+	"CHUNK_START":    strconv.Quote(strconv.Itoa(-chunk)),
 	"RECORD_PATTERN": strconv.Quote(recordPattern),
 }
 

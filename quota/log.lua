@@ -10,11 +10,6 @@ local call, unpack_, pack = redis.call, struct.unpack, struct.pack
 -- records.
 local key, raw, start, h, m, width, rfmt
 
--- headerFormat is the struct format of the header of n windows.
-local function headerFormat(n)
-  return '>' .. string.rep('d', SHARED + PER * n + 1)
-end
-
 -- openLog reads the end of the log at k (from CHUNK_START, as text: Redis
 -- formats a number argument at a cost): its header and newest
 -- records, and the whole of a small log. A header is most likely of n
@@ -25,7 +20,7 @@ local function openLog(k, n, fmt, tb, cb, recfmt)
   raw = call('GETRANGE', key, CHUNK_START, '-1')
   if #raw < 8 then return end
   m = unpack_('>d', raw, #raw - 7)
-  if m ~= n then fmt = headerFormat(m) end
+  if m ~= n then fmt = '>' .. string.rep('d', SHARED + PER * m + 1) end
   local size = 8 * (SHARED + PER * m + 1)
   if size > #raw then raw = call('GETRANGE', key, -size, -1) end
   h = {unpack_(fmt, raw, #raw - size + 1)}
@@ -49,7 +44,8 @@ end
 local function seek(k, cut)
   local passed, batch, tail = 0, 4, h[TAIL]
   while k < tail do
-    local stop = math.min(k + batch, tail)
+    local stop = k + batch
+    if stop > tail then stop = tail end
     local s, p = records(k, stop)
     for _ = k, stop - 1 do
       local off, c = unpack_(rfmt, s, p)

@@ -12,9 +12,9 @@
 -- nothing.
 local index, at, cost, actual = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 
-openLog(KEYS[1], 1, headerFormat(1), 0, 0, nil)
+openLog(KEYS[1], 0, '', 0, 0, nil)
 if not h then return 0 end
-local n, hfmt = m, headerFormat(m)
+local n, hfmt = m, '>' .. string.rep('d', SHARED + PER * m + 1)
 
 -- The record's place in the string: records before LIVE have left every
 -- window, and there is nothing left to give back.
