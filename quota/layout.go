@@ -16,11 +16,12 @@ import (
 // (luaScript), so neither writes a position as a bare number.
 //
 // The log is one string: fixed-width records, one per admitted charge in
-// admit order (which is time order), then a header of doubles. New records
-// are written at the tail together with the header, in one SETRANGE; the
-// header is read from the end with GETRANGE -size -1; records leave from
-// the head as their windows slide past them, and once as many have left as
-// remain, the string is rewritten without them (amortised O(1)).
+// admit order (which is time order), then a header of doubles. A script
+// reads the last chunk bytes (the header, the newest records, all of a
+// small log) with one GETRANGE; new records are written at the tail
+// together with the header, in one SETRANGE; records leave from the head as
+// their windows slide past them, and once as many have left as remain, the
+// string is rewritten without them (amortised O(1)).
 //
 // A record is the admit time minus the header's base, then the cost, both
 // big-endian unsigned integers of as few bytes as the plan needs (see
@@ -70,7 +71,7 @@ const (
 const recordPattern = ">I%dI%d"
 
 // compactAfter is the fewest records that must have left every window
-// before a log larger than a chunk is rewritten without them.
+// before the log is rewritten without them.
 const compactAfter = 16
 
 // chunk is the bytes a script reads from the end of a log at once: the
@@ -119,7 +120,7 @@ func recordWidths(p Plan) (tb, cb int) {
 		wmax = max(wmax, l.Window)
 	}
 	tb = 3
-	for tb < 7 && float64(wmax.Microseconds())*4 >= math.Pow(256, float64(tb)) {
+	for tb < 7 && wmax.Microseconds()*4 >= 1<<(8*tb) {
 		tb++
 	}
 	cb = 1
