@@ -69,13 +69,13 @@ if rebuilt then
   h = {now, base, first, kept, 0, tb, cb}
   for i = 1, n do
     local w, j = a[A_SHARED + A_PER * (i - 1) + 1], SHARED + PER * (i - 1)
-    local sum, head, oldest = 0, kept, -1
+    local sum, head, oldest, oldestCost = 0, kept, -1, 0
     for e = kept, 1, -1 do
       if at[e] <= now - w then break end
       sum = sum + cs[e]
-      if cs[e] > 0 then head, oldest = e - 1, at[e] end
+      if cs[e] > 0 then head, oldest, oldestCost = e - 1, at[e], cs[e] end
     end
-    h[j + WINDOW], h[j + SUM], h[j + HEAD], h[j + OLDEST] = w, sum, head, oldest
+    h[j + WINDOW], h[j + SUM], h[j + HEAD], h[j + OLDEST], h[j + OLDEST_COST] = w, sum, head, oldest, oldestCost
   end
   h[SHARED + PER * n + 1] = n
   local bytes = {}
@@ -85,12 +85,14 @@ end
 
 -- evict moves window j (its first field in the header, less one) past the
 -- records that have left it, and past refunded ones, lowering its sum:
--- nothing to read while its oldest record is still inside.
+-- nothing to read while its oldest record is still inside, and from the
+-- record after it once it has left.
 local function evict(j)
   local cut = now - h[j + WINDOW]
   if h[j + OLDEST] < 0 or h[j + OLDEST] > cut then return false end
-  local k, passed, oldest = seek(h[j + HEAD], cut)
-  h[j + HEAD], h[j + SUM], h[j + OLDEST] = k, h[j + SUM] - passed, oldest
+  local k, passed, oldest, c = seek(h[j + HEAD] + 1, cut)
+  h[j + SUM] = h[j + SUM] - h[j + OLDEST_COST] - passed
+  h[j + HEAD], h[j + OLDEST], h[j + OLDEST_COST] = k, oldest, c
   return true
 end
 
@@ -126,7 +128,7 @@ local function admit()
   end
   for j = SHARED, SHARED + PER * (n - 1), PER do
     h[j + SUM] = h[j + SUM] + cost
-    if h[j + OLDEST] < 0 then h[j + HEAD], h[j + OLDEST] = t, now end
+    if h[j + OLDEST] < 0 then h[j + HEAD], h[j + OLDEST], h[j + OLDEST_COST] = t, now, cost end
   end
   h[TAIL], h[LIVE] = t + 1, h[liveHead]
   local header = pack(hfmt, unpack(h))

@@ -49,7 +49,8 @@ const (
 	wSum               // the cost of the records inside it
 	wHead              // the string index of its oldest record of nonzero cost; hTail if none
 	wOldest            // that record's admit time; -1 if the window is empty
-	hPer    = wOldest
+	wOldestCost        // that record's cost, so that its leaving reads no record
+	hPer    = wOldestCost
 )
 
 // The charge script's arguments (packed doubles), then per limit its window
@@ -87,6 +88,7 @@ var luaConstants = map[string]string{
 	"TAIL": strconv.Itoa(hTail), "LIVE": strconv.Itoa(hLive), "TB": strconv.Itoa(hTB), "CB": strconv.Itoa(hCB),
 	"SHARED": strconv.Itoa(hShared), "PER": strconv.Itoa(hPer),
 	"WINDOW": strconv.Itoa(wWindow), "SUM": strconv.Itoa(wSum), "HEAD": strconv.Itoa(wHead), "OLDEST": strconv.Itoa(wOldest),
+	"OLDEST_COST": strconv.Itoa(wOldestCost),
 	"A_RECORD": strconv.Itoa(aRecord), "A_COST": strconv.Itoa(aCost), "A_NOW": strconv.Itoa(aNow),
 	"A_TB": strconv.Itoa(aTB), "A_CB": strconv.Itoa(aCB), "A_N": strconv.Itoa(aN),
 	"A_SHARED": strconv.Itoa(aShared), "A_PER": strconv.Itoa(aPer),

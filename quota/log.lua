@@ -39,8 +39,8 @@ end
 
 -- seek walks from record k to the first admitted after cut whose cost is
 -- not zero. It returns that record's index (TAIL if none), the cost of the
--- records passed, and its admit time (-1 if none): O(1 + records passed),
--- read in growing batches where the chunk does not hold them.
+-- records passed, its admit time (-1 if none) and its cost: O(1 + records
+-- passed), read in growing batches where the chunk does not hold them.
 local function seek(k, cut)
   local passed, batch, tail = 0, 4, h[TAIL]
   while k < tail do
@@ -49,10 +49,10 @@ local function seek(k, cut)
     local s, p = records(k, stop)
     for _ = k, stop - 1 do
       local off, c = unpack_(rfmt, s, p)
-      if c > 0 and h[BASE] + off > cut then return k, passed, h[BASE] + off end
+      if c > 0 and h[BASE] + off > cut then return k, passed, h[BASE] + off, c end
       passed, k, p = passed + c, k + 1, p + width
     end
     batch = batch * 4
   end
-  return k, passed, -1
+  return k, passed, -1, 0
 end

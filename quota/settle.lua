@@ -27,15 +27,19 @@ call('SETRANGE', key, p * width, pack(rfmt, off, actual))
 
 -- A window still holding the record (it is at or after the window's oldest)
 -- loses the difference; a window it has left keeps its sum. A refunded
--- oldest record passes the window's oldest on to the next of nonzero cost.
+-- oldest record passes the window's oldest on to the next of nonzero cost;
+-- a lowered one keeps it, at its new cost.
 local longest, wmax = 1, 0
 for i = 1, n do
   local j = SHARED + PER * (i - 1)
   if p >= h[j + HEAD] then
     h[j + SUM] = h[j + SUM] - (old - actual)
-    if actual == 0 and p == h[j + HEAD] then
-      local k, _, oldest = seek(p + 1, -1)
-      h[j + HEAD], h[j + OLDEST] = k, oldest
+    if p == h[j + HEAD] then
+      h[j + OLDEST_COST] = actual
+      if actual == 0 then
+        local k, _, oldest, c = seek(p + 1, -1)
+        h[j + HEAD], h[j + OLDEST], h[j + OLDEST_COST] = k, oldest, c
+      end
     end
   end
   if h[j + WINDOW] > wmax then longest, wmax = i, h[j + WINDOW] end
