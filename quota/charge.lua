@@ -66,7 +66,8 @@ if rebuilt then
     first = h[FIRST] + h[TAIL] - kept
   end
   local base = kept > 0 and at[1] or now
-  h = {now, base, first, kept, 0, tb, cb}
+  h = {}
+  h[LAST], h[BASE], h[FIRST], h[TAIL], h[LIVE], h[TB], h[CB] = now, base, first, kept, 0, tb, cb
   for i = 1, n do
     local w, j = a[A_SHARED + A_PER * (i - 1) + 1], SHARED + PER * (i - 1)
     local sum, head, oldest, oldestCost = 0, kept, -1, 0
