@@ -170,8 +170,8 @@ func (d Decision) BindingLimit() LimitState { return d.Limits[d.Binding] }
 // Receipt identifies one admitted charge. The zero Receipt identifies none.
 type Receipt struct {
 	identity string
-	member   string // the log entry: see memberOf
-	at       int64  // admit time, microseconds since the Unix epoch
+	index    int64 // the charge's record, counted since the identity's log began
+	at       int64 // admit time, microseconds since the Unix epoch
 	cost     int64
 }
 
@@ -179,7 +179,7 @@ type Receipt struct {
 func (r Receipt) Cost() int64 { return r.cost }
 
 // IsZero reports whether the receipt identifies no charge.
-func (r Receipt) IsZero() bool { return r.member == "" }
+func (r Receipt) IsZero() bool { return r.identity == "" }
 
 // ErrInvalid is matched (with errors.Is) by every validation error: a
 // malformed plan, a cost out of range, a bad receipt.
