@@ -6,13 +6,14 @@
 -- ARGV[1]  the arguments, packed doubles: A_RECORD (1 to record an admitted
 --          cost, 0 to only look), A_COST, A_NOW (microseconds; -1 to take it
 --          from Redis TIME), A_TB and A_CB (the plan's record widths), A_N
---          (its number of limits), then per limit its window (microseconds)
---          and max; padded to the size of a header
+--          (its number of limits), A_DEADLINE (after it, in Redis time, no
+--          charge is made; 0 for none), then per limit its window
+--          (microseconds) and max; padded to the size of a header
 -- ARGV[2]  the struct format of the arguments and of the header, ARGV[3] of
 --          a record: built by Go, so the script builds none
 -- ARGV[4]  the longest window in milliseconds, as text: the log's TTL
 --
--- Returns the header as written (the caller reads the windows' sums and
+-- Returns LATE when the deadline had passed, or the header as written (the caller reads the windows' sums and
 -- oldest records, the time, and the admitted record's index from it),
 -- followed, when nothing was admitted, by doubles: allowed (1 or 0), then per
 -- limit when the cost fits (-1 if it does now). Numbers travel packed both
@@ -28,6 +29,9 @@ if now < 0 then
   local t = call('TIME')
   now = t[1] * 1000000 + t[2]
 end
+-- A charge that Redis runs after its caller gave up on it (a slow or hung
+-- server, a long queue) is not made: nobody would read that it was.
+if record and a[A_DEADLINE] > 0 and now > a[A_DEADLINE] then return LATE end
 
 -- A record that has left the longest window has left them all: its head is
 -- where the log's live records start.

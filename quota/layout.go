@@ -45,12 +45,12 @@ const (
 // one more double, the number of windows, so a header can be read from the
 // end of the string without knowing its plan.
 const (
-	wWindow = 1 + iota // the window, microseconds
-	wSum               // the cost of the records inside it
-	wHead              // the string index of its oldest record of nonzero cost; hTail if none
-	wOldest            // that record's admit time; -1 if the window is empty
-	wOldestCost        // that record's cost, so that its leaving reads no record
-	hPer    = wOldestCost
+	wWindow     = 1 + iota // the window, microseconds
+	wSum                   // the cost of the records inside it
+	wHead                  // the string index of its oldest record of nonzero cost; hTail if none
+	wOldest                // that record's admit time; -1 if the window is empty
+	wOldestCost            // that record's cost, so that its leaving reads no record
+	hPer        = wOldestCost
 )
 
 // The charge script's arguments (packed doubles), then per limit its window
@@ -62,10 +62,15 @@ const (
 	aNow // microseconds; -1 to take it from Redis TIME
 	aTB  // the record widths of the plan (recordWidths)
 	aCB
-	aN      // the number of limits
-	aShared = aN
-	aPer    = 2
+	aN        // the number of limits
+	aDeadline // the caller's deadline, microseconds of Redis time; 0 for none
+	aShared   = aDeadline
+	aPer      = 2
 )
+
+// lateReply is the charge script's reply when it ran after the caller's
+// deadline, and made no charge.
+const lateReply = "late"
 
 // recordPattern is the struct format of a record, given the widths of its
 // time offset and its cost (string.format in Lua, fmt.Sprintf in Go).
@@ -89,12 +94,13 @@ var luaConstants = map[string]string{
 	"SHARED": strconv.Itoa(hShared), "PER": strconv.Itoa(hPer),
 	"WINDOW": strconv.Itoa(wWindow), "SUM": strconv.Itoa(wSum), "HEAD": strconv.Itoa(wHead), "OLDEST": strconv.Itoa(wOldest),
 	"OLDEST_COST": strconv.Itoa(wOldestCost),
-	"A_RECORD": strconv.Itoa(aRecord), "A_COST": strconv.Itoa(aCost), "A_NOW": strconv.Itoa(aNow),
-	"A_TB": strconv.Itoa(aTB), "A_CB": strconv.Itoa(aCB), "A_N": strconv.Itoa(aN),
+	"A_RECORD":    strconv.Itoa(aRecord), "A_COST": strconv.Itoa(aCost), "A_NOW": strconv.Itoa(aNow),
+	"A_TB": strconv.Itoa(aTB), "A_CB": strconv.Itoa(aCB), "A_N": strconv.Itoa(aN), "A_DEADLINE": strconv.Itoa(aDeadline),
 	"A_SHARED": strconv.Itoa(aShared), "A_PER": strconv.Itoa(aPer),
 	"COMPACT_AFTER":  strconv.Itoa(compactAfter),
 	"CHUNK_START":    strconv.Quote(strconv.Itoa(-chunk)),
 	"RECORD_PATTERN": strconv.Quote(recordPattern),
+	"LATE":           strconv.Quote(lateReply),
 }
 
 var luaConstant = regexp.MustCompile(`\b[A-Z][A-Z_]*\b`)

@@ -57,7 +57,7 @@ func TestMemoryPerEntry(t *testing.T) {
 			members := make([]redis.Z, 0, 1000)
 			for ; done < tc.entries && pipe.Len() < 1000; done++ {
 				cost := 1 + tick%9
-				keys, args := s.chargeCall("m", p, cost, true)
+				keys, args := s.chargeCall("m", p, cost, true, 0)
 				chargeScript.EvalSha(ctx, pipe, keys, args...)
 				at := epoch.Add(time.Duration(tick) * time.Millisecond).UnixMicro()
 				members = append(members, redis.Z{Score: float64(at), Member: oldMember(at, cost)})

@@ -185,6 +185,11 @@ func (r Receipt) IsZero() bool { return r.identity == "" }
 // malformed plan, a cost out of range, a bad receipt.
 var ErrInvalid = errors.New("quota: invalid")
 
+// ErrLate reports a charge that reached Redis after the deadline of its
+// context, and was therefore not made: a caller that gave up on it is
+// never charged for it.
+var ErrLate = errors.New("quota: the charge reached Redis after its deadline and was not made")
+
 // ErrTooCostly is matched by a *TooCostlyError.
 var ErrTooCostly = errors.New("quota: cost exceeds a limit's maximum")
 

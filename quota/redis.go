@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,6 +48,7 @@ type Redis struct {
 	client rediser
 	prefix string
 	now    func() time.Time
+	offset clockOffset
 }
 
 // RedisOption configures a Redis store.
@@ -99,10 +101,13 @@ func (r *Redis) Peek(ctx context.Context, identity string, plan Plan) (Decision,
 }
 
 func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64, record bool) (Decision, error) {
-	keys, args := r.chargeCall(identity, plan, cost, record)
+	keys, args := r.chargeCall(identity, plan, cost, record, r.deadline(ctx))
 	reply, err := chargeScript.Run(ctx, r.client, keys, args...).Text()
 	if err != nil {
 		return Decision{}, fmt.Errorf("quota: charge: %w", err)
+	}
+	if reply == lateReply {
+		return Decision{}, ErrLate
 	}
 	// The header as written, then, if nothing was admitted, whether the
 	// cost fits and when it does in each limit.
@@ -124,13 +129,16 @@ func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64,
 	if admitted {
 		index = h.field(hFirst) + h.field(hTail) - 1
 	}
+	if r.now == nil {
+		r.offset.observe(h.field(hLast))
+	}
 	return decide(identity, plan, cost, admitted || extra.field(1) == 1, h.field(hLast), index, raw), nil
 }
 
 // chargeCall returns the keys and arguments of charge.lua: the numbers
 // packed as big-endian doubles (see the a* fields), so the script parses no
 // number, their struct format and that of a record, and the log's TTL.
-func (r *Redis) chargeCall(identity string, plan Plan, cost int64, record bool) ([]string, []any) {
+func (r *Redis) chargeCall(identity string, plan Plan, cost int64, record bool, deadline int64) ([]string, []any) {
 	n := len(plan.Limits)
 	tb, cb := recordWidths(plan)
 	packed := make([]byte, 0, 8*headerFields(n))
@@ -141,6 +149,7 @@ func (r *Redis) chargeCall(identity string, plan Plan, cost int64, record bool) 
 	put(int64(tb))
 	put(int64(cb))
 	put(int64(n))
+	put(deadline)
 	for _, l := range plan.Limits {
 		put(l.Window.Microseconds())
 		put(l.Max)
@@ -149,6 +158,55 @@ func (r *Redis) chargeCall(identity string, plan Plan, cost int64, record bool) 
 		put(0)
 	}
 	return []string{r.key(identity)}, []any{string(packed), headerFormat(n), recordFormats[tb][cb], longestMillis(plan)}
+}
+
+// deadline is ctx's deadline in Redis time, microseconds, by the offset of
+// Redis's clock seen so far; 0 (none) without a deadline, an offset, or
+// with an injected clock.
+func (r *Redis) deadline(ctx context.Context) int64 {
+	d, ok := ctx.Deadline()
+	if !ok || r.now != nil {
+		return 0
+	}
+	off, ok := r.offset.get()
+	if !ok {
+		return 0
+	}
+	return max(d.UnixMicro()+off, 1)
+}
+
+// clockOffset estimates how far Redis's clock is ahead of this process's,
+// from below: each reply carries the time Redis decided at, which came
+// before the reply arrived, so that time less the arrival time is at most
+// the true offset, and the largest such sample is the closest. A deadline
+// moved into Redis time by it is never later than the true one, so a
+// script never charges after the caller gave up (but for a reply delayed
+// after a charge made in time). The estimate is taken afresh every minute,
+// so it follows a clock stepped back.
+type clockOffset struct {
+	mu    sync.Mutex
+	best  int64     // microseconds
+	since time.Time // when best was first taken, zero for none
+}
+
+// observe takes redisMicros, the time Redis decided at, of a reply that
+// arrived now.
+func (c *clockOffset) observe(redisMicros int64) {
+	now := time.Now()
+	sample := redisMicros - now.UnixMicro()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.since.IsZero() || now.Sub(c.since) > time.Minute {
+		c.best, c.since = sample, now
+		return
+	}
+	c.best = max(c.best, sample)
+}
+
+func (c *clockOffset) get() (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.best, !c.since.IsZero()
 }
 
 // longestMillis is the plan's longest window in milliseconds, as text: the

@@ -140,6 +140,46 @@ func TestRedisRestart(t *testing.T) {
 	}
 }
 
+// A charge that reaches Redis after its caller gave up is not made: here
+// Redis hangs (SIGSTOP) with the charge sent, the caller's deadline passes,
+// and when Redis resumes and runs the script, it finds the deadline gone.
+// Without the deadline it would charge a request nobody served.
+func TestLateChargeIsNotMade(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.StartRedisServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	s := NewRedis(c, WithPrefix(testPrefix(t)))
+	p := mustPlan(t, "late", PerMinute(10))
+	charge(t, s, "x", p, 3) // also measures Redis's clock
+
+	srv.Hang(t)
+	late, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err := s.Charge(late, "x", p, 2)
+	cancel()
+	if err == nil {
+		t.Fatal("a charge to a hung Redis succeeded")
+	}
+	time.Sleep(50 * time.Millisecond) // past the deadline, then Redis runs it
+	srv.Resume()
+	var d Decision
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if d, err = s.Peek(ctx, "x", p); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used := d.Limits[0].Used; used != 3 {
+		t.Errorf("used %d after the late charge ran, want 3: it was made after its caller gave up", used)
+	}
+	// With time to spare, a charge is made as ever.
+	if d := charge(t, s, "x", p, 2); d.Limits[0].Used != 5 {
+		t.Errorf("a charge in time: used %d, want 5", d.Limits[0].Used)
+	}
+}
+
 // A SCRIPT FLUSH (as after a failover) must not fail a single call: EVALSHA
 // falls back to EVAL on NOSCRIPT.
 func TestNoScriptRecovery(t *testing.T) {
