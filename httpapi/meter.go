@@ -412,7 +412,7 @@ func setQuotaHeaders(h http.Header, d quota.Decision) {
 	policies := make([]string, len(d.Limits))
 	states := make([]string, len(d.Limits))
 	for i, l := range d.Limits {
-		policies[i] = fmt.Sprintf("%q;q=%d;w=%d", l.Limit.Name, l.Limit.Max, ceilSeconds(l.Limit.Window))
+		policies[i] = fmt.Sprintf("%q;q=%d;w=%d", l.Limit.Name, l.Limit.Max, windowSeconds(l.Limit))
 		states[i] = fmt.Sprintf("%q;r=%d;t=%d", l.Limit.Name, l.Remaining, ceilSeconds(l.ResetAfter))
 	}
 	h.Set("RateLimit-Policy", strings.Join(policies, ", "))
@@ -422,6 +422,19 @@ func setQuotaHeaders(h http.Header, d quota.Decision) {
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(b.Remaining, 10))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(b.ResetAfter), 10))
 	h.Set("X-RateLimit-Cost", strconv.FormatInt(d.Cost, 10))
+}
+
+// windowSeconds is the w of a limit's policy: its window, or for a
+// calendar period its nominal length (a day, 30 days); RateLimit's t says
+// when the period really ends.
+func windowSeconds(l quota.Limit) int64 {
+	switch l.Period {
+	case quota.Day:
+		return 24 * 60 * 60
+	case quota.Month:
+		return 30 * 24 * 60 * 60
+	}
+	return ceilSeconds(l.Window)
 }
 
 func ceilSeconds(d time.Duration) int64 {

@@ -38,6 +38,8 @@ type problem struct {
 	RetryAfterMS int64   `json:"retry_after_ms,omitempty"`
 	MaxRadius    float64 `json:"max_radius_m,omitempty"`
 	LowestZoom   *int    `json:"lowest_zoom,omitempty"`
+	// ResetsAt is when a spent calendar period starts again (RFC 3339).
+	ResetsAt string `json:"resets_at,omitempty"`
 }
 
 func newProblem(status int, code, title, detail string) *problem {
@@ -154,6 +156,16 @@ func problemFor(err error) *problem {
 			fmt.Sprintf("this address presented %d unknown API keys in the last %s; keys it has not used before are checked again once the oldest of those is %s old",
 				l.Used, l.Limit.Window, l.Limit.Window))
 		p.RetryAfterMS = max(ceilDiv(l.ResetAfter.Microseconds(), 1000), 1)
+		return p
+	case errors.As(err, &denied) && denied.decision.BindingLimit().Limit.Period != quota.Sliding:
+		d := denied.decision
+		l := d.BindingLimit()
+		resets := time.Now().Add(d.RetryAfter).UTC().Truncate(time.Second)
+		p := newProblem(http.StatusTooManyRequests, "quota-exhausted", "Quota exhausted",
+			fmt.Sprintf("limit %q of plan %q (%d units a %s) has %d units left; this request costs %d; it starts again at %s",
+				l.Limit.Name, denied.plan.Name, l.Limit.Max, l.Limit.Period, l.Remaining, denied.cost, resets.Format(time.RFC3339)))
+		p.Limit, p.Cost, p.ResetsAt = l.Limit.Name, denied.cost, resets.Format(time.RFC3339)
+		p.RetryAfterMS = max(1, ceilDiv(d.RetryAfter.Microseconds(), 1000))
 		return p
 	case errors.As(err, &denied):
 		d := denied.decision

@@ -12,11 +12,12 @@ import (
 
 // Overrides are one key's own changes to its plan, without a plan of its
 // own: limits that replace the plan's limit of the same name (raise a
-// window, lower a cap) or add to them (a new cap), and an in-flight limit.
+// window, lower a month) or add to them (a new cap), and an in-flight
+// limit.
 // Their JSON form is stored with the key:
 //
 //	{"limits": [{"name": "burst", "max": 500, "window": "5s"},
-//	            {"name": "hour", "max": 20000, "window": "1h"}],
+//	            {"name": "month", "max": 20000, "period": "month"}],
 //	 "max_in_flight": 16}
 type Overrides struct {
 	Limits []FileLimit `json:"limits,omitempty"`
@@ -61,6 +62,10 @@ func (p Plan) With(o Overrides) (Plan, error) {
 		if err != nil {
 			return Plan{}, field.Invalid(at+".window", "%v", err)
 		}
+		if l.Period != quota.Sliding && l.Period != quota.Day && l.Period != quota.Month {
+			return Plan{}, field.Invalid(at+".period", "must be day or month")
+		}
+
 		if seen[l.Name] {
 			return Plan{}, field.Invalid(at+".name", "limit %q is overridden twice", l.Name)
 		}
@@ -68,10 +73,16 @@ func (p Plan) With(o Overrides) (Plan, error) {
 		switch {
 		case l.Max < 1 || l.Max > quota.MaxUnits:
 			return Plan{}, field.Invalid(at+".max", "must be in [1, %d]", int64(quota.MaxUnits))
-		case l.Window < time.Millisecond || l.Window%time.Millisecond != 0:
+		case l.Period == quota.Sliding && (l.Window < time.Millisecond || l.Window%time.Millisecond != 0):
 			return Plan{}, field.Invalid(at+".window", "must be a whole number of milliseconds, at least one")
 		}
-		if err := (quota.Plan{Name: p.Name, Limits: []quota.Limit{l}}).Validate(); err != nil {
+		// The limit alone, with a window beside a period (a plan needs one),
+		// tells whether its name is valid.
+		alone := []quota.Limit{l}
+		if l.Period != quota.Sliding {
+			alone = append(alone, quota.PerSecond(1))
+		}
+		if err := (quota.Plan{Name: p.Name, Limits: alone}).Validate(); err != nil {
 			return Plan{}, field.Invalid(at+".name", "must be letters, digits, '-', '_' or '.', at most 64")
 		}
 		replaced := false
@@ -97,8 +108,15 @@ func (p Plan) With(o Overrides) (Plan, error) {
 	return p, nil
 }
 
-// limit is the quota limit fl describes.
+// limit is the quota limit fl describes: a sliding window, or a calendar
+// period without one.
 func (fl FileLimit) limit() (quota.Limit, error) {
+	if fl.Period != "" {
+		if fl.Window != "" {
+			return quota.Limit{}, fmt.Errorf("a %s limit has no window", fl.Period)
+		}
+		return quota.Limit{Name: fl.Name, Max: fl.Max, Period: quota.Period(fl.Period)}, nil
+	}
 	w, err := time.ParseDuration(fl.Window)
 	if err != nil {
 		return quota.Limit{}, fmt.Errorf("window %q is not a duration such as \"5s\" or \"1h\"", fl.Window)

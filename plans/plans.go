@@ -55,12 +55,13 @@ func DefaultCost() cost.Model {
 
 // Defaults returns the compiled-in plans.
 func Defaults() Set {
-	plan := func(name string, burst, minute int64, maxRadius float64, inFlight int) Plan {
+	plan := func(name string, burst, minute, month int64, maxRadius float64, inFlight int) Plan {
 		return Plan{
 			Name: name,
 			Quota: quota.Plan{Name: name, Limits: []quota.Limit{
 				{Name: "burst", Max: burst, Window: 5 * time.Second},
 				{Name: "minute", Max: minute, Window: time.Minute},
+				quota.PerMonth(month),
 			}},
 			MaxRadius:   maxRadius,
 			Cost:        DefaultCost(),
@@ -68,9 +69,9 @@ func Defaults() Set {
 		}
 	}
 	s, err := newSet([]Plan{
-		plan(Anonymous, 30, 120, 5_000, 6),
-		plan("free", 100, 600, 20_000, 8),
-		plan("pro", 1000, 12_000, 50_000, 32),
+		plan(Anonymous, 30, 120, 20_000, 5_000, 6),
+		plan("free", 100, 600, 100_000, 20_000, 8),
+		plan("pro", 1000, 12_000, 5_000_000, 50_000, 32),
 	})
 	if err != nil {
 		panic(err) // the compiled-in plans are valid: TestDefaults
@@ -190,6 +191,9 @@ type FilePlan struct {
 	Cost      *cost.Model `json:"cost,omitempty"`
 	// MaxInFlight is Plan.MaxInFlight.
 	MaxInFlight int `json:"max_in_flight,omitempty"`
+	// TimeZone is the IANA zone ("Europe/Paris") whose midnights and firsts
+	// of the month bound the plan's day and month limits; UTC if empty.
+	TimeZone string `json:"time_zone,omitempty"`
 }
 
 // FileLimit is one limit of a FilePlan; Window is a Go duration ("5s",
@@ -197,7 +201,10 @@ type FilePlan struct {
 type FileLimit struct {
 	Name   string `json:"name"`
 	Max    int64  `json:"max"`
-	Window string `json:"window"`
+	Window string `json:"window,omitempty"`
+	// Period is "day" or "month" for a limit that counts by the calendar,
+	// without a window.
+	Period string `json:"period,omitempty"`
 }
 
 // Load returns the compiled-in plans, with those of the JSON file at path
@@ -264,12 +271,19 @@ func (fp FilePlan) plan() (Plan, error) {
 	if fp.Cost != nil {
 		p.Cost = *fp.Cost
 	}
-	for _, l := range fp.Limits {
-		w, err := time.ParseDuration(l.Window)
+	if fp.TimeZone != "" {
+		loc, err := time.LoadLocation(fp.TimeZone)
 		if err != nil {
-			return Plan{}, fmt.Errorf("plan %q: limit %q: window: %w", fp.Name, l.Name, err)
+			return Plan{}, fmt.Errorf("plan %q: time_zone %q: %w", fp.Name, fp.TimeZone, err)
 		}
-		p.Quota.Limits = append(p.Quota.Limits, quota.Limit{Name: l.Name, Max: l.Max, Window: w})
+		p.Quota.Location = loc
+	}
+	for _, fl := range fp.Limits {
+		l, err := fl.limit()
+		if err != nil {
+			return Plan{}, fmt.Errorf("plan %q: limit %q: %w", fp.Name, fl.Name, err)
+		}
+		p.Quota.Limits = append(p.Quota.Limits, l)
 	}
 	if fp.Name == "" {
 		return Plan{}, errors.New("a plan has no name")

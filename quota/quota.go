@@ -78,6 +78,9 @@ func NewPlan(name string, limits ...Limit) (Plan, error) {
 // milliseconds, at least one, and periods of a day or a month (without a
 // window).
 func (p Plan) Validate() error {
+	if len(p.Limits) == 0 {
+		return invalid("plan %q has no limits", p.Name)
+	}
 	sliding := 0
 	seen := make(map[string]bool, len(p.Limits))
 	for _, l := range p.Limits {
