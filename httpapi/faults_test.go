@@ -11,6 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tileapi/tileapi/dataset"
+	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/internal/spatialtest"
 	"github.com/tileapi/tileapi/internal/testenv"
 	"github.com/tileapi/tileapi/quota"
@@ -151,5 +153,43 @@ func TestInvalidPriceIsNoOutage(t *testing.T) {
 	})
 	if w.Code != http.StatusInternalServerError || served || w.Header().Get(headerStatus) != "" {
 		t.Errorf("status %d, served %v, %s %q; want a 500, unserved", w.Code, served, headerStatus, w.Header().Get(headerStatus))
+	}
+}
+
+// hangingGeofence is a real in-memory geofence whose Contains hangs the
+// test's Redis and then fails, as a database would: the refund that
+// follows meets a hung Redis.
+type hangingGeofence struct {
+	*geofence.Memory
+	hang func()
+}
+
+func (g hangingGeofence) Contains(ctx context.Context, q geofence.ContainsQuery) ([]dataset.Fence, error) {
+	g.hang()
+	return nil, geofence.ErrUnavailable
+}
+
+// A refund that Redis does not answer in time is said to be pending, and
+// is made in the background once Redis answers again: the units of work
+// never served come back.
+func TestRefundRetried(t *testing.T) {
+	redisSrv := testenv.StartRedisServer(t)
+	e := newEnv(t, withRedis("redis://"+redisSrv.Addr), with(func(c *Config) {
+		c.QuotaTimeout = 100 * time.Millisecond
+		c.Geofence = hangingGeofence{Memory: geofence.NewMemory(memoryDataset(t)), hang: func() { redisSrv.Hang(t) }}
+	}))
+	resp := e.get(t, contains, key("std")...)
+	var p problem
+	decode(t, resp, http.StatusServiceUnavailable, &p)
+	if p.Code != "database-unavailable" || resp.Header.Get(headerStatus) != statusRefundPending {
+		t.Fatalf("%+v, %s %q; want database-unavailable, refund-pending", p, headerStatus, resp.Header.Get(headerStatus))
+	}
+	redisSrv.Resume()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if u := e.used(t, key("std")...); u[0] == 0 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("used %v ten seconds after Redis came back: the refund was not retried", u)
+		}
 	}
 }

@@ -27,7 +27,11 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	var wg sync.WaitGroup
 	for i, c := range s.cfg.Ready {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+			timeout := c.Timeout
+			if timeout <= 0 {
+				timeout = readyTimeout
+			}
+			ctx, cancel := context.WithTimeout(r.Context(), timeout)
 			defer cancel()
 			results[i] = "ok"
 			if err := c.Ping(ctx); err != nil {

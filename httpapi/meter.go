@@ -300,9 +300,12 @@ func (s *Server) work(w http.ResponseWriter, r *http.Request, c caller, m metere
 	s.metrics.queryLatency.WithLabelValues(m.route).Observe(took.Seconds())
 	if err != nil {
 		// Whatever went wrong, the client gets nothing for its units.
-		if s.refund(r.Context(), c, d.Receipt) {
+		switch {
+		case s.refund(r.Context(), c, d.Receipt):
 			w.Header().Set(headerStatus, statusRefunded)
 			setQuotaHeaders(w.Header(), given(d, d.Cost))
+		case !d.Receipt.IsZero():
+			w.Header().Set(headerStatus, statusRefundPending)
 		}
 		s.fail(w, r, err)
 		return
@@ -326,20 +329,50 @@ func (s *Server) work(w http.ResponseWriter, r *http.Request, c caller, m metere
 }
 
 // refund gives back a charge whose work failed, and reports whether it
-// did. It runs even if the client has gone, within its own time budget.
+// did. It runs even if the client has gone, within its own time budget;
+// should that run out, it goes on trying in the background (a refund is
+// idempotent), so a slow Redis does not keep units charged for work never
+// served.
 func (s *Server) refund(ctx context.Context, c caller, rc quota.Receipt) bool {
 	if rc.IsZero() {
 		return false
 	}
+	if s.refundOnce(ctx, c, rc) {
+		return true
+	}
+	select {
+	case s.refundRetries <- struct{}{}:
+		go func() {
+			defer func() { <-s.refundRetries }()
+			ctx := context.WithoutCancel(ctx)
+			for wait := 100 * time.Millisecond; wait <= 3200*time.Millisecond; wait *= 2 {
+				time.Sleep(wait)
+				if s.refundOnce(ctx, c, rc) {
+					s.log.InfoContext(ctx, "refund made on a retry")
+					return
+				}
+			}
+			s.log.ErrorContext(ctx, "refund given up after retries: units stay charged", "cost", rc.Cost())
+		}()
+	default:
+		s.log.ErrorContext(ctx, "refund not retried: too many retries pending; units stay charged", "cost", rc.Cost())
+	}
+	return false
+}
+
+// refundOnce makes one attempt at a refund, and reports whether the units
+// are back (or were already).
+func (s *Server) refundOnce(ctx context.Context, c caller, rc quota.Receipt) bool {
 	ok, err := s.quota.Refund(ctx, rc)
-	switch {
-	case err != nil:
+	if err != nil {
 		s.metrics.redisErrors.Inc()
 		s.log.ErrorContext(ctx, "refund failed", "err", err)
-	case ok:
+		return false
+	}
+	if ok {
 		s.metrics.unitsRefunded.WithLabelValues(c.plan.Name).Add(float64(rc.Cost()))
 	}
-	return err == nil
+	return true
 }
 
 // settle lowers an admitted charge to the price of the work measured, if
@@ -397,6 +430,9 @@ const (
 	headerStatus   = "X-Quota-Status"
 	statusCharged  = "charged"
 	statusRefunded = "refunded" // charged, then given back: the work failed
+	// statusRefundPending: charged, the work failed, and the refund did not
+	// answer in time: it goes on in the background.
+	statusRefundPending = "refund-pending"
 
 	// headerSettledCost is what a request cost once settled on the work
 	// it did (plans whose cost model prices work).

@@ -91,6 +91,9 @@ type Check struct {
 	// Optional marks a dependency the service still serves without (Redis
 	// under fail-open): /readyz reports its failure but stays ready.
 	Optional bool
+	// Timeout bounds the ping (default a second): a dependency slower than
+	// the service's own budget for it is not ready.
+	Timeout time.Duration
 }
 
 // Config is what a Server needs. The zero values of the optional fields
@@ -157,17 +160,22 @@ type Config struct {
 // cannot pile up goroutines.
 const maxCacheWrites = 64
 
+// maxRefundRetries bounds the refunds retried in the background at once.
+const maxRefundRetries = 1024
+
 // Server is the HTTP handler of tileapi.
 type Server struct {
 	cfg         Config
 	quota       Quota         // cfg.Quota behind a deny cache, within the time budget
 	tileCache   TileCache     // cfg.TileCache within the time budget
 	cacheWrites chan struct{} // a slot per tile cache write in flight
-	inFlight    InFlight      // cfg.InFlight within the time budget; nil for none
-	log         *slog.Logger
-	metrics     *metrics
-	unknownKeys *unknownKeyGuard // nil when disabled
-	handler     http.Handler
+	// refundRetries holds a slot per refund retried in the background.
+	refundRetries chan struct{}
+	inFlight      InFlight // cfg.InFlight within the time budget; nil for none
+	log           *slog.Logger
+	metrics       *metrics
+	unknownKeys   *unknownKeyGuard // nil when disabled
+	handler       http.Handler
 }
 
 // NewServer returns the handler of every route.
@@ -202,9 +210,10 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg: cfg, log: cfg.Logger, metrics: m,
 		// Denials are remembered until their retry time: a client that
 		// keeps hammering after its 429 costs Redis nothing.
-		quota:       budgetQuota{q: quota.NewDenyCache(cfg.Quota), timeout: cfg.QuotaTimeout},
-		tileCache:   budgetCache{c: cfg.TileCache, timeout: cfg.QuotaTimeout},
-		cacheWrites: make(chan struct{}, maxCacheWrites),
+		quota:         budgetQuota{q: quota.NewDenyCache(cfg.Quota), timeout: cfg.QuotaTimeout},
+		tileCache:     budgetCache{c: cfg.TileCache, timeout: cfg.QuotaTimeout},
+		cacheWrites:   make(chan struct{}, maxCacheWrites),
+		refundRetries: make(chan struct{}, maxRefundRetries),
 	}
 	if cfg.InFlight != nil {
 		s.inFlight = budgetInFlight{f: cfg.InFlight, timeout: cfg.QuotaTimeout}

@@ -193,9 +193,10 @@ func (r *Redis) chargeCall(identity string, plan Plan, sliding, periods []int, c
 	return keys, args
 }
 
-// deadline is ctx's deadline in Redis time, microseconds, by the offset of
-// Redis's clock seen so far; 0 (none) without a deadline, an offset, or
-// with an injected clock.
+// deadline is when, in Redis time (microseconds, by the offset of Redis's
+// clock seen so far), a charge must be made for its reply to reach the
+// caller before ctx's deadline: halfway there. 0 (none) without a
+// deadline, an offset, or with an injected clock.
 func (r *Redis) deadline(ctx context.Context) int64 {
 	d, ok := ctx.Deadline()
 	if !ok || r.now != nil {
@@ -205,7 +206,11 @@ func (r *Redis) deadline(ctx context.Context) int64 {
 	if !ok {
 		return 0
 	}
-	return max(d.UnixMicro()+off, 1)
+	// The script must also run early enough for its reply to arrive in
+	// time: a charge made but answered late would be charged and not
+	// served. Half of what is left goes to the trip back.
+	left := time.Until(d).Microseconds()
+	return max(d.UnixMicro()-left/2+off, 1)
 }
 
 // clockOffset estimates how far Redis's clock is ahead of this process's,
