@@ -76,6 +76,24 @@ func (s *RedisServer) Stop() {
 	s.cmd = nil
 }
 
+// Pause stops the server with SIGSTOP: it holds its connections and answers
+// nothing, as a hung server does, until Resume.
+func (s *RedisServer) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT): it then runs what it was sent
+// while paused.
+func (s *RedisServer) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *RedisServer) signal(sig syscall.Signal) error {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return errors.New("testenv: redis-server is not running")
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("testenv: redis-server: %w", err)
+	}
+	return nil
+}
+
 // startRedisCluster starts n cluster-enabled redis-server processes in dir,
 // joins them into a cluster of n masters and returns them.
 func startRedisCluster(dir string, n int) ([]*RedisServer, error) {

@@ -1,0 +1,341 @@
+package faults
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tileapi/tileapi/loadtest"
+)
+
+// The phases of each run: load alone, the fault, and after it is lifted.
+// Every request that starts more than recovery after the lift must be
+// metered again.
+const (
+	calm     = 500 * time.Millisecond
+	faultFor = 1500 * time.Millisecond
+	after    = 2 * time.Second
+	recovery = time.Second
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "tileapi-faults-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := 1
+	if bin, err = loadtest.Build(context.Background(), dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	} else {
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// fault is one way for Redis or PostgreSQL to fail.
+type fault struct {
+	name    string
+	replica bool // the rig needs a replica of its Redis
+	// inject starts the fault and returns what lifts it.
+	inject func(t *testing.T, r *rig) (lift func())
+	// allowed lists the outcomes a request that meets the fault may have,
+	// failing closed or open; before the fault and once recovered, every
+	// request is "200 charged".
+	allowed func(closed bool) []string
+	// bites says at least one request must meet the fault and not be
+	// charged: the fault took effect.
+	bites bool
+	// readyz is what /readyz answers during the fault; nil: not asked.
+	readyz func(closed bool) string
+	// unknownKey: during the fault an unknown key must be answered 503
+	// keys-unavailable.
+	unknownKey bool
+	budget     time.Duration
+}
+
+var faults = []fault{
+	{name: "redis dead", bites: true, budget: redisBudget, allowed: redisFailing, readyz: redisNotReady,
+		inject: func(t *testing.T, r *rig) func() {
+			r.hold(t)
+			r.rproxy.Cut()
+			return r.rproxy.Restore
+		}},
+	{name: "redis hung (SIGSTOP)", bites: true, budget: redisBudget, allowed: redisFailing, readyz: redisNotReady,
+		inject: func(t *testing.T, r *rig) func() {
+			if err := r.redis.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			return func() {
+				if err := r.redis.Resume(); err != nil {
+					t.Error(err)
+				}
+			}
+		}},
+	{name: "redis hung (black hole)", bites: true, budget: redisBudget, allowed: redisFailing, readyz: redisNotReady,
+		inject: func(t *testing.T, r *rig) func() {
+			r.rproxy.BlackHole()
+			return r.rproxy.Restore
+		}},
+	{name: "redis slow (200 ms)", bites: true, budget: redisBudget, allowed: redisFailing, readyz: redisNotReady,
+		inject: func(t *testing.T, r *rig) func() {
+			r.rproxy.SetLatency(200*time.Millisecond, 0)
+			return r.rproxy.Restore
+		}},
+	{name: "redis restarted", budget: redisBudget, allowed: redisFailing,
+		inject: func(t *testing.T, r *rig) func() {
+			r.hold(t)
+			for id, n := range r.usage(t) {
+				r.wiped[id] += n
+			}
+			r.redis.Stop()
+			if err := r.redis.Start(); err != nil {
+				t.Fatal(err)
+			}
+			r.rproxy.Restore()
+			return func() {}
+		}},
+	{name: "redis SCRIPT FLUSH", budget: redisBudget, allowed: func(bool) []string { return []string{charged} },
+		inject: func(t *testing.T, r *rig) func() {
+			done := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for {
+					if err := redisDo(r.redis.Addr, "SCRIPT", "FLUSH"); err != nil {
+						t.Error(err)
+					}
+					select {
+					case <-done:
+						return
+					case <-time.After(100 * time.Millisecond):
+					}
+				}
+			})
+			return func() { close(done); wg.Wait() }
+		}},
+	{name: "redis failed over", replica: true, budget: redisBudget, allowed: redisFailing,
+		inject: func(t *testing.T, r *rig) func() {
+			r.hold(t)
+			// The replica takes over once it has every write the primary
+			// acknowledged, as a coordinated failover does.
+			want := replOffset(t, r.redis.Addr, "master_repl_offset")
+			for deadline := time.Now().Add(2 * time.Second); replOffset(t, r.replica.Addr, "master_repl_offset") < want; {
+				if time.Now().After(deadline) {
+					t.Fatal("the replica did not catch up with its primary")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if err := redisDo(r.replica.Addr, "REPLICAOF", "NO", "ONE"); err != nil {
+				t.Fatal(err)
+			}
+			r.redis.Stop()
+			r.redis, r.replica = r.replica, nil
+			r.rproxy.Retarget(r.redis.Addr)
+			r.rproxy.Restore()
+			return func() {}
+		}},
+	{name: "postgres dead", bites: true, budget: dbBudget, unknownKey: true,
+		allowed: func(bool) []string { return []string{charged, "503 database-unavailable refunded"} },
+		inject: func(t *testing.T, r *rig) func() {
+			r.dproxy.Cut()
+			return r.dproxy.Restore
+		}},
+	{name: "postgres hung", bites: true, budget: dbBudget, unknownKey: true,
+		allowed: func(bool) []string { return []string{charged, "504 query-timeout refunded"} },
+		inject: func(t *testing.T, r *rig) func() {
+			r.dproxy.BlackHole()
+			return r.dproxy.Restore
+		}},
+}
+
+// redisFailing is the failure policy for a Redis that does not answer.
+func redisFailing(closed bool) []string {
+	if closed {
+		return []string{charged, "503 quota-unavailable"}
+	}
+	return []string{charged, "200 unmetered"}
+}
+
+// redisNotReady is /readyz while Redis does not answer: it says so, and
+// takes the server out of rotation only if the server fails closed.
+func redisNotReady(closed bool) string {
+	if closed {
+		return "503 redis failing"
+	}
+	return "200 redis failing"
+}
+
+func TestFaults(t *testing.T) {
+	db := loadedDatabase(t)
+	var rows []row
+	for _, f := range faults {
+		for _, closed := range []bool{false, true} {
+			policy := "fail-open"
+			if closed {
+				policy = "fail-closed"
+			}
+			t.Run(f.name+"/"+policy, func(t *testing.T) {
+				rw := runFault(t, db, f, closed)
+				rw.fault, rw.policy = f.name, policy
+				rows = append(rows, rw)
+			})
+		}
+	}
+	if testing.Verbose() {
+		t.Logf("\n%s", table(rows))
+	}
+}
+
+// row is what one run observed, for the table.
+type row struct {
+	fault, policy string
+	requests      int
+	during        map[string]int // outcomes of the requests that met the fault
+	worst         time.Duration  // of any request
+	budget        time.Duration
+	readyz        string
+	recovered     time.Duration // from the lift to the end of the last request not charged
+	usage, served int64         // units in the quota, units of responses served as charged
+}
+
+// runFault drives the rig's servers, injects f, lifts it, and checks the
+// four properties.
+func runFault(t *testing.T, db string, f fault, closed bool) row {
+	r := newRig(t, db, closed, f.replica)
+	hc := newHTTPClient()
+	stop := drive(t, hc, r)
+	time.Sleep(calm)
+
+	rw := row{budget: f.budget, during: map[string]int{}}
+	start := time.Now()
+	lift := f.inject(t, r)
+	time.Sleep(faultFor / 2)
+	var probes []result
+	if f.readyz != nil {
+		got, took := readiness(hc, r.urls[0])
+		rw.readyz = fmt.Sprintf("%s (%d ms)", got, took.Milliseconds())
+		if want := f.readyz(closed); got != want {
+			t.Errorf("/readyz during the fault: %q; want %q", got, want)
+		}
+	}
+	if f.unknownKey {
+		probes = append(probes, get(hc, r.urls[0], searches[0], "unknown-"+randomHex()))
+	}
+	time.Sleep(time.Until(start.Add(faultFor)))
+	lift()
+	lifted := time.Now()
+	time.Sleep(after)
+	results := stop()
+	rw.requests = len(results) + len(probes)
+
+	// The worst request time stays within the budget.
+	var worst result
+	for _, res := range append(results, probes...) {
+		if res.took() > worst.took() {
+			worst = res
+		}
+	}
+	rw.worst = worst.took()
+	if rw.worst > f.budget {
+		t.Errorf("the slowest request took %v, over the budget of %v: %s: %s", rw.worst.Round(time.Millisecond), f.budget, worst.path, worst.outcome())
+	}
+
+	// The status codes are what the policy says.
+	allowed := f.allowed(closed)
+	bad := map[string]int{}
+	var met, metered int // requests that met the fault and were not charged; requests after recovery
+	for _, res := range results {
+		o := res.outcome()
+		switch {
+		case res.end.Before(start):
+			if o != charged {
+				bad["before the fault: "+o]++
+			}
+		case res.start.After(lifted.Add(recovery)):
+			metered++
+			if o != charged {
+				bad[fmt.Sprintf("%v after the fault was lifted: %s", recovery, o)]++
+			}
+		case res.start.After(lifted):
+			if !slices.Contains(allowed, o) {
+				bad["as the fault was lifted: "+o]++
+			}
+		default:
+			rw.during[o]++
+			if o != charged {
+				met++
+			}
+			if !slices.Contains(allowed, o) {
+				bad["during the fault: "+o]++
+			}
+		}
+		if o != charged && res.start.After(lifted) {
+			rw.recovered = max(rw.recovered, res.end.Sub(lifted))
+		}
+	}
+	for _, p := range probes {
+		rw.during["unknown key: "+p.outcome()]++
+		if o := p.outcome(); o != "503 keys-unavailable" {
+			bad["an unknown key during the fault: "+o]++
+		}
+	}
+	for _, o := range slices.Sorted(maps.Keys(bad)) {
+		t.Errorf("%d responses %s (allowed during the fault: %s)", bad[o], o, strings.Join(allowed, ", "))
+	}
+	if f.bites && met == 0 {
+		t.Errorf("no request met the fault: it did not take effect")
+	}
+
+	// The service recovers without a restart.
+	if metered == 0 {
+		t.Errorf("no request started more than %v after the fault was lifted", recovery)
+	}
+
+	// Nothing is charged that was not served.
+	served := map[int64]int64{}
+	for _, res := range results {
+		if res.quota == "charged" {
+			served[r.keys[res.key].id] += res.cost
+		}
+	}
+	usage := r.usage(t)
+	for _, k := range r.keys {
+		got, want := usage[k.id]+r.wiped[k.id], served[k.id]
+		rw.usage += got
+		rw.served += want
+		if got != want {
+			t.Errorf("key %d: the quota charged %d units, the responses served as charged cost %d: %+d units charged that were not served",
+				k.id, got, want, got-want)
+		}
+	}
+	return rw
+}
+
+// table formats the rows as a Markdown table.
+func table(rows []row) string {
+	var b strings.Builder
+	b.WriteString("| fault | policy | requests | responses that met the fault | worst ms (budget) | /readyz during | last failure after lift | quota units / served as charged |\n")
+	b.WriteString("| --- | --- | ---: | --- | ---: | --- | ---: | ---: |\n")
+	for _, rw := range rows {
+		outcomes := slices.SortedFunc(maps.Keys(rw.during), func(a, b string) int {
+			return cmp.Or(cmp.Compare(rw.during[b], rw.during[a]), cmp.Compare(a, b))
+		})
+		var parts []string
+		for _, o := range outcomes {
+			parts = append(parts, fmt.Sprintf("%s: %d", o, rw.during[o]))
+		}
+		readyz := cmp.Or(rw.readyz, "-")
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d (%d) | %s | %d ms | %d / %d |\n",
+			rw.fault, rw.policy, rw.requests, strings.Join(parts, ", "),
+			rw.worst.Milliseconds(), rw.budget.Milliseconds(), readyz, rw.recovered.Milliseconds(), rw.usage, rw.served)
+	}
+	return b.String()
+}
