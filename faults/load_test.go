@@ -78,12 +78,13 @@ func randomPath(rnd *rand.Rand) string {
 	return fmt.Sprintf("/v1/tiles/%s/%d/%d/%d.mvt", layer, t[1], t[2]+rnd.IntN(2), t[3]+rnd.IntN(2))
 }
 
-// newHTTPClient keeps a connection per client. Its timeout is far beyond
-// any budget, so that a stalled request shows as a long one.
+// newHTTPClient keeps a connection per client. Its timeout is several
+// times any budget, so that a stalled request shows as a long one, but does
+// not hold up the suite.
 func newHTTPClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = clients
-	return &http.Client{Transport: t, Timeout: 30 * time.Second}
+	return &http.Client{Transport: t, Timeout: 5 * time.Second}
 }
 
 // drive starts the clients; the returned func stops them, lets the
