@@ -27,14 +27,16 @@ type result struct {
 	quota      string // X-Quota-Status
 	cost       int64  // X-RateLimit-Cost
 	retryAfter string
-	err        error // the request got no response
+	rateLimit  string // RateLimit: what is left of each limit
+	err        error  // the request got no response
 }
 
 func (r result) took() time.Duration { return r.end.Sub(r.start) }
 
 // outcome names a response as the failure policy does: "200 charged",
 // "503 quota-unavailable", "504 query-timeout refunded". A 503 without
-// Retry-After says so, and matches no policy.
+// Retry-After, or a refund without RateLimit headers, says so, and matches
+// no policy.
 func (r result) outcome() string {
 	switch {
 	case r.err != nil:
@@ -48,6 +50,9 @@ func (r result) outcome() string {
 	s := fmt.Sprintf("%d %s", r.status, r.code)
 	if r.quota == "refunded" {
 		s += " refunded"
+		if r.rateLimit == "" {
+			s += " without RateLimit"
+		}
 	}
 	if r.status == http.StatusServiceUnavailable && r.retryAfter == "" {
 		s += " without Retry-After"
@@ -137,6 +142,7 @@ func get(hc *http.Client, base, path, secret string) result {
 	res.quota = resp.Header.Get("X-Quota-Status")
 	res.cost, _ = strconv.ParseInt(resp.Header.Get("X-RateLimit-Cost"), 10, 64)
 	res.retryAfter = resp.Header.Get("Retry-After")
+	res.rateLimit = resp.Header.Get("RateLimit")
 	if resp.StatusCode != http.StatusOK {
 		var p struct {
 			Code string `json:"code"`
