@@ -31,8 +31,8 @@ import (
 
 // The servers' configuration, and the bounds the suite holds them to.
 const (
-	quotaTimeout = 50 * time.Millisecond  // TILEAPI_QUOTA_TIMEOUT
-	queryTimeout = time.Second            // TILEAPI_QUERY_TIMEOUT
+	quotaTimeout = 50 * time.Millisecond // TILEAPI_QUOTA_TIMEOUT
+	queryTimeout = time.Second           // TILEAPI_QUERY_TIMEOUT
 	// redisWait and dbWait are the most a fault may add to a request: each
 	// Redis call it makes (the key guard, the tile cache, the charge) waits
 	// at most quotaTimeout, and a database call at most queryTimeout.
