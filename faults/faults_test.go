@@ -51,6 +51,10 @@ type fault struct {
 	// failing closed or open; before the fault and once recovered, every
 	// request is "200 charged".
 	allowed func(closed bool) []string
+	// atLift lists the outcomes also allowed of a request in flight when
+	// the fault is lifted: a black hole resets the connections whose bytes
+	// it dropped.
+	atLift []string
 	// bites says at least one request must meet the fault and not be
 	// charged: the fault took effect.
 	bites bool
@@ -151,6 +155,7 @@ var faults = []fault{
 		}},
 	{name: "postgres hung", bites: true, wait: dbWait, unknownKey: true,
 		allowed: func(bool) []string { return []string{charged, "504 query-timeout refunded"} },
+		atLift:  []string{"503 database-unavailable refunded"},
 		inject: func(t *testing.T, r *rig) func() {
 			r.dproxy.BlackHole()
 			return r.dproxy.Restore
@@ -203,6 +208,7 @@ type row struct {
 	worst         time.Duration  // of any request
 	budget        time.Duration
 	readyz        string
+	late          int           // requests outside the fault not charged because Redis answered late
 	recovered     time.Duration // from the lift to the end of the last request not charged
 	usage, served int64         // units in the quota, units of responses served as charged
 }
@@ -228,7 +234,7 @@ func runFault(t *testing.T, db string, f fault, closed bool) row {
 		}
 	}
 	if f.unknownKey {
-		probes = append(probes, get(hc, r.urls[0], searches[0], "unknown-"+randomHex()))
+		probes = append(probes, get(hc, r.urls[0], searches[0], "unknown-"+randomHex(), "unknown-key"))
 	}
 	time.Sleep(time.Until(start.Add(faultFor)))
 	lift()
@@ -250,38 +256,46 @@ func runFault(t *testing.T, db string, f fault, closed bool) row {
 	}
 	rw.worst, rw.budget = worst.took(), f.wait+work+margin
 	if rw.worst > rw.budget {
-		t.Errorf("the slowest request took %v, over the budget of %v (%v for the fault, %v of work, %v margin): %s: %s",
+		t.Errorf("the slowest request took %v, over the budget of %v (%v for the fault, %v of work, %v margin): %s %s, %s, started %v after the fault%s",
 			rw.worst.Round(time.Millisecond), rw.budget.Round(time.Millisecond), f.wait, work.Round(time.Millisecond), margin,
-			worst.path, worst.outcome())
+			worst.id, worst.path, worst.outcome(), worst.start.Sub(start).Round(time.Millisecond), r.logOf(worst.id))
 	}
 
-	// The status codes are what the policy says.
+	// The status codes are what the policy says. On a loaded machine a
+	// Redis call can outlast the quota timeout at any time, and the policy's
+	// answer to that is right at any time; it is told from a fault that
+	// fails fast (a NOSCRIPT let through, a refused connection) by the time
+	// the request waited.
 	allowed := f.allowed(closed)
-	bad := map[string]int{}
-	var met, metered int // requests that met the fault and were not charged; requests after recovery
+	bad := map[string][]result{}
+	var met, recovered, stillLate int // requests that met the fault and were not charged; requests after recovery; late ones of those
 	for _, res := range results {
 		o := res.outcome()
+		late := o != charged && res.took() >= quotaTimeout && slices.Contains(redisFailing(closed), o)
 		switch {
 		case res.end.Before(start):
-			if o != charged {
-				bad["before the fault: "+o]++
+			if o != charged && !late {
+				bad["before the fault: "+o] = append(bad["before the fault: "+o], res)
 			}
+			rw.late += b2i(late)
 		case res.start.After(lifted.Add(recovery)):
-			metered++
-			if o != charged {
-				bad[fmt.Sprintf("%v after the fault was lifted: %s", recovery, o)]++
+			recovered++
+			if o != charged && !late {
+				k := fmt.Sprintf("%v after the fault was lifted: %s", recovery, o)
+				bad[k] = append(bad[k], res)
 			}
+			stillLate += b2i(late)
+			rw.late += b2i(late)
 		case res.start.After(lifted):
-			if !slices.Contains(allowed, o) {
-				bad["as the fault was lifted: "+o]++
+			if !slices.Contains(allowed, o) && !slices.Contains(f.atLift, o) && !late {
+				bad["as the fault was lifted: "+o] = append(bad["as the fault was lifted: "+o], res)
 			}
 		default:
 			rw.during[o]++
-			if o != charged {
-				met++
-			}
-			if !slices.Contains(allowed, o) {
-				bad["during the fault: "+o]++
+			met += b2i(o != charged)
+			atLift := res.end.After(lifted) && slices.Contains(f.atLift, o)
+			if !slices.Contains(allowed, o) && !atLift && !late {
+				bad["during the fault: "+o] = append(bad["during the fault: "+o], res)
 			}
 		}
 		if o != charged && res.start.After(lifted) {
@@ -289,21 +303,26 @@ func runFault(t *testing.T, db string, f fault, closed bool) row {
 		}
 	}
 	for _, p := range probes {
-		rw.during["unknown key: "+p.outcome()]++
-		if o := p.outcome(); o != "503 keys-unavailable" {
-			bad["an unknown key during the fault: "+o]++
+		o := p.outcome()
+		rw.during["unknown key: "+o]++
+		if o != "503 keys-unavailable" {
+			bad["an unknown key during the fault: "+o] = append(bad["an unknown key during the fault: "+o], p)
 		}
 	}
 	for _, o := range slices.Sorted(maps.Keys(bad)) {
-		t.Errorf("%d responses %s (allowed during the fault: %s)", bad[o], o, strings.Join(allowed, ", "))
+		first := bad[o][0]
+		t.Errorf("%d responses %s (allowed during the fault: %s); the first: %s %s after %v%s",
+			len(bad[o]), o, strings.Join(allowed, ", "), first.id, first.path, first.took().Round(time.Millisecond), r.logOf(first.id))
 	}
 	if f.bites && met == 0 {
 		t.Errorf("no request met the fault: it did not take effect")
 	}
 
-	// The service recovers without a restart.
-	if metered == 0 {
-		t.Errorf("no request started more than %v after the fault was lifted", recovery)
+	// The service recovers without a restart: after the lift, all but a few
+	// requests that waited out the quota timeout are charged again.
+	if recovered == 0 || stillLate*20 > recovered {
+		t.Errorf("not recovered: %d of the %d requests that started more than %v after the fault was lifted were not charged",
+			stillLate, recovered, recovery)
 	}
 
 	// Nothing is charged that was not served.
@@ -333,8 +352,8 @@ func runFault(t *testing.T, db string, f fault, closed bool) row {
 // table formats the rows as a Markdown table.
 func table(rows []row) string {
 	var b strings.Builder
-	b.WriteString("| fault | policy | requests | responses that met the fault | worst ms (budget) | /readyz during | last failure after lift | quota units / served as charged |\n")
-	b.WriteString("| --- | --- | ---: | --- | ---: | --- | ---: | ---: |\n")
+	b.WriteString("| fault | policy | requests | responses that met the fault | worst ms (budget) | /readyz during | last failure after lift | late quota calls outside the fault | quota units / served as charged |\n")
+	b.WriteString("| --- | --- | ---: | --- | ---: | --- | ---: | ---: | ---: |\n")
 	for _, rw := range rows {
 		outcomes := slices.SortedFunc(maps.Keys(rw.during), func(a, b string) int {
 			return cmp.Or(cmp.Compare(rw.during[b], rw.during[a]), cmp.Compare(a, b))
@@ -344,9 +363,16 @@ func table(rows []row) string {
 			parts = append(parts, fmt.Sprintf("%s: %d", o, rw.during[o]))
 		}
 		readyz := cmp.Or(rw.readyz, "-")
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d (%d) | %s | %d ms | %d / %d |\n",
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d (%d) | %s | %d ms | %d | %d / %d |\n",
 			rw.fault, rw.policy, rw.requests, strings.Join(parts, ", "),
-			rw.worst.Milliseconds(), rw.budget.Milliseconds(), readyz, rw.recovered.Milliseconds(), rw.usage, rw.served)
+			rw.worst.Milliseconds(), rw.budget.Milliseconds(), readyz, rw.recovered.Milliseconds(), rw.late, rw.usage, rw.served)
 	}
 	return b.String()
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -19,6 +19,7 @@ const clients = 8
 
 // result is one response as a client saw it.
 type result struct {
+	id         string // X-Request-Id, which the server logs
 	path       string
 	key        int // index into the rig's keys; -1 for none of them
 	start, end time.Time
@@ -33,7 +34,8 @@ type result struct {
 
 func (r result) took() time.Duration { return r.end.Sub(r.start) }
 
-// outcome names a response as the failure policy does: "200 charged",
+// outcome names a response as the failure policy does: its status, its
+// problem code if any, and its X-Quota-Status if any: "200 charged",
 // "503 quota-unavailable", "504 query-timeout refunded". A 503 without
 // Retry-After, or a refund without RateLimit headers, says so, and matches
 // no policy.
@@ -48,11 +50,11 @@ func (r result) outcome() string {
 		return "200 " + r.quota
 	}
 	s := fmt.Sprintf("%d %s", r.status, r.code)
-	if r.quota == "refunded" {
-		s += " refunded"
-		if r.rateLimit == "" {
-			s += " without RateLimit"
-		}
+	if r.quota != "" {
+		s += " " + r.quota
+	}
+	if r.quota == "refunded" && r.rateLimit == "" {
+		s += " without RateLimit"
 	}
 	if r.status == http.StatusServiceUnavailable && r.retryAfter == "" {
 		s += " without Retry-After"
@@ -103,8 +105,8 @@ func drive(t *testing.T, hc *http.Client, r *rig) (stop func() []result) {
 		wg.Go(func() {
 			rnd := rand.New(rand.NewPCG(uint64(i), 10))
 			key := i % len(r.keys)
-			for ctx.Err() == nil {
-				res := get(hc, r.urls[i%len(r.urls)], randomPath(rnd), r.keys[key].secret)
+			for n := 0; ctx.Err() == nil; n++ {
+				res := get(hc, r.urls[i%len(r.urls)], randomPath(rnd), r.keys[key].secret, fmt.Sprintf("c%d-%d", i, n))
 				res.key = key
 				out[i] = append(out[i], res)
 			}
@@ -121,15 +123,16 @@ func drive(t *testing.T, hc *http.Client, r *rig) (stop func() []result) {
 	}
 }
 
-// get sends one request with the API key secret and reads what the policy
-// judges of the response.
-func get(hc *http.Client, base, path, secret string) result {
-	res := result{path: path, key: -1, start: time.Now()}
+// get sends one request with the API key secret and the request id id,
+// and reads what the policy judges of the response.
+func get(hc *http.Client, base, path, secret, id string) result {
+	res := result{id: id, path: path, key: -1, start: time.Now()}
 	req, err := http.NewRequest(http.MethodGet, base+path, nil)
 	if err != nil {
 		panic(err) // the suite's own paths
 	}
 	req.Header.Set("X-API-Key", secret)
+	req.Header.Set("X-Request-Id", id)
 	resp, err := hc.Do(req)
 	if err != nil {
 		res.end, res.err = time.Now(), err

@@ -100,6 +100,19 @@ type rig struct {
 	plan    quota.Plan
 	// wiped is each key's usage in a Redis that a restart emptied.
 	wiped map[int64]int64
+	log   string // the servers' output
+}
+
+// logOf returns the servers' log line of the request with id, on a line of
+// its own, or "" if there is none.
+func (r *rig) logOf(id string) string {
+	b, _ := os.ReadFile(r.log)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, `"request_id":"`+id+`"`) {
+			return "\n" + line
+		}
+	}
+	return ""
 }
 
 // apiKey is a demo key the load is charged to.
@@ -161,18 +174,14 @@ func newRig(t *testing.T, dbURL string, closed, replica bool) *rig {
 		"TILEAPI_QUOTA_FAILURE=" + policy, "TILEAPI_QUOTA_TIMEOUT=" + quotaTimeout.String(),
 		"TILEAPI_QUERY_TIMEOUT=" + queryTimeout.String(), "TILEAPI_PLANS_FILE=" + plansFile,
 		"TILEAPI_DEMO_KEYS=" + strings.Join(demo, ","), "TILEAPI_ADMIN_TOKEN=" + admin,
+		"TILEAPI_LOG_LEVEL=info", // a line per request, for the requests a check names
 	}
 	logs, err := os.Create(filepath.Join(dir, "servers.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		logs.Close()
-		if t.Failed() {
-			tail, _ := os.ReadFile(logs.Name())
-			t.Logf("servers' log (last 4 KiB):\n%s", tail[max(0, len(tail)-4096):])
-		}
-	})
+	r.log = logs.Name()
+	t.Cleanup(func() { logs.Close() })
 	var wg sync.WaitGroup
 	ins := make([]*loadtest.Instance, servers)
 	errs := make([]error, servers)
