@@ -76,14 +76,8 @@ var faults = []fault{
 		}},
 	{name: "redis hung (SIGSTOP)", bites: true, wait: redisWait, allowed: redisFailing, readyz: redisNotReady,
 		inject: func(t *testing.T, r *rig) func() {
-			if err := r.redis.Pause(); err != nil {
-				t.Fatal(err)
-			}
-			return func() {
-				if err := r.redis.Resume(); err != nil {
-					t.Error(err)
-				}
-			}
+			r.redis.Hang(t)
+			return r.redis.Resume
 		}},
 	{name: "redis hung (black hole)", bites: true, wait: redisWait, allowed: redisFailing, readyz: redisNotReady,
 		inject: func(t *testing.T, r *rig) func() {

@@ -128,6 +128,7 @@ func TestTiles(t *testing.T) {
 		} {
 			resp := e.get(t, tc.path, key("pro")...)
 			body, _ := io.ReadAll(resp.Body)
+			e.cacheWritten(t)
 			if resp.StatusCode != 200 || resp.Header.Get("X-Tile-Cache") != tc.cache || resp.Header.Get("X-RateLimit-Cost") != tc.cost {
 				t.Errorf("%s: status %d cache %q cost %q, want 200 %s %s", tc.path, resp.StatusCode,
 					resp.Header.Get("X-Tile-Cache"), resp.Header.Get("X-RateLimit-Cost"), tc.cache, tc.cost)

@@ -74,6 +74,8 @@ func withRedis(url string) option {
 			t.Fatal(err)
 		}
 		opt.MaxRetries = -1 // a dead Redis must fail fast, not be retried
+		// As serve opens it: deadlines bound every read and write.
+		opt.ContextTimeoutEnabled = true
 		rdb := redis.NewClient(opt)
 		t.Cleanup(func() { rdb.Close() })
 		prefix := fmt.Sprintf("httpapitest:%d:%s:", time.Now().UnixNano(), t.Name())
@@ -124,6 +126,9 @@ func newEnv(t *testing.T, opts ...option) *env {
 		DataVersion: "test",
 		AdminToken:  "admin-secret",
 		Registry:    reg,
+		// Roomy, so that a busy machine does not fail tests that are not
+		// about the budget; those that are set their own.
+		QuotaTimeout: time.Second,
 	}
 	for _, o := range opts {
 		o(t, &cfg)
@@ -141,6 +146,18 @@ func newEnv(t *testing.T, opts ...option) *env {
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return &env{server: s, srv: srv, keys: ks, quota: cfg.Quota, reg: reg}
+}
+
+// cacheWritten waits until the tile cache writes the server made off the
+// request path are done.
+func (e *env) cacheWritten(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); len(e.server.cacheWrites) > 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("tile cache writes still in flight after 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // get sends a GET with the given headers ("Name", "value", ...).

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tileapi/tileapi/httpapi"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/quota"
 )
@@ -133,7 +134,7 @@ func Exactness(ctx context.Context, c ExactnessConfig) (*ExactnessReport, error)
 	redisKeys := make([]string, len(ks))
 	longest := time.Duration(0)
 	for i, k := range ks {
-		redisKeys[i] = quotaKeys.LogKey("key:" + strconv.FormatInt(k.ID, 10))
+		redisKeys[i] = quotaKeys.LogKey(httpapi.KeyIdentity(k.ID))
 		for _, l := range limits[i] {
 			longest = max(longest, l.Window)
 		}

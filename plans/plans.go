@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tileapi/tileapi/cost"
@@ -92,6 +94,20 @@ func (s Set) All() []Plan {
 		ps[i] = s.byName[n]
 	}
 	return ps
+}
+
+// CheckLayers reports a plan that prices tiles of a layer not in layers,
+// the layers that exist: its tiles would silently cost the flat price.
+func (s Set) CheckLayers(layers []string) error {
+	for _, p := range s.All() {
+		for _, name := range slices.Sorted(maps.Keys(p.Cost.Tiles)) {
+			if !slices.Contains(layers, name) {
+				return fmt.Errorf("plans: plan %q prices tiles of layer %q, which does not exist; the layers are %s",
+					p.Name, name, strings.Join(layers, ", "))
+			}
+		}
+	}
+	return nil
 }
 
 func newSet(ps []Plan) (Set, error) {

@@ -120,6 +120,17 @@ func Layers() []Layer {
 	}
 }
 
+// LayerNames returns the names of the layers, in catalog order: the one
+// list every other package checks layer names against.
+func LayerNames() []string {
+	ls := Layers()
+	names := make([]string, len(ls))
+	for i, l := range ls {
+		names[i] = l.Name
+	}
+	return names
+}
+
 // LookupLayer returns the layer called name, or a *field.Error for "layer".
 func LookupLayer(name string) (Layer, error) {
 	for _, l := range Layers() {

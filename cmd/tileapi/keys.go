@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/tileapi/tileapi/keys"
-	"github.com/tileapi/tileapi/plans"
 )
 
 const keysUsage = `tileapi keys create -plan PLAN [-name NAME] | list | revoke ID | set-plan ID PLAN
@@ -117,7 +116,7 @@ func plansFlag(fs *flag.FlagSet, getenv func(string) string) *string {
 // checkPlan returns an error naming the valid plans unless the plans of
 // plansFile (the defaults where it is empty) include plan.
 func checkPlan(plansFile, plan string) error {
-	ps, err := plans.Load(plansFile)
+	ps, err := loadPlans(plansFile)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ func runPlans(_ context.Context, args []string, getenv func(string) string, stdo
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ps, err := plans.Load(*file)
+	ps, err := loadPlans(*file)
 	if err != nil {
 		return err
 	}
@@ -72,4 +72,14 @@ func runPlans(_ context.Context, args []string, getenv func(string) string, stdo
 	}
 	fmt.Fprintf(w, "\ncontains, TileJSON, catalog: %d unit; /v1/quota, /healthz, /readyz, /metrics: not charged\n", ps.All()[0].Cost.Flat)
 	return w.Flush()
+}
+
+// loadPlans loads the plans (see plans.Load) and refuses those that price
+// tiles of a layer the server does not have.
+func loadPlans(path string) (plans.Set, error) {
+	ps, err := plans.Load(path)
+	if err != nil {
+		return plans.Set{}, err
+	}
+	return ps, ps.CheckLayers(tiles.LayerNames())
 }

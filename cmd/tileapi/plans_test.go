@@ -3,10 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
+
+	"github.com/tileapi/tileapi/plans"
+	"github.com/tileapi/tileapi/tiles"
 )
 
 func TestPlansCommand(t *testing.T) {
@@ -34,5 +39,31 @@ func TestPlansCommand(t *testing.T) {
 		if !regexp.MustCompile(want).MatchString(out.String()) {
 			t.Errorf("output lacks %s:\n%s", want, out.String())
 		}
+	}
+}
+
+// A plans file that prices a layer the server does not have ("place" for
+// "places") is refused, naming the layers, by every command that loads
+// plans: it would otherwise cost the flat price.
+func TestPlansUnknownLayer(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "plans.json")
+	if err := os.WriteFile(file, []byte(`{"plans": [{"name": "team", "max_radius_m": 3000,
+		"limits": [{"name": "w", "max": 50, "window": "10s"}],
+		"cost": {"radius_unit_m": 2000, "hit_divisor": 4, "flat": 1, "tiles": {"place": {"ref_zoom": 10, "max": 16}}}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	getenv := func(k string) string { return map[string]string{"TILEAPI_PLANS_FILE": file}[k] }
+	for _, args := range [][]string{{"tileapi", "plans"}, {"tileapi", "serve", "-addr", "127.0.0.1:0"}} {
+		err := run(context.Background(), args, getenv, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), `layer "place", which does not exist; the layers are places, countries, counties`) {
+			t.Errorf("%v: %v, want the unknown layer refused with the list", args[1:], err)
+		}
+	}
+}
+
+// The compiled-in plans price only layers that exist.
+func TestDefaultPlansLayers(t *testing.T) {
+	if err := plans.Defaults().CheckLayers(tiles.LayerNames()); err != nil {
+		t.Error(err)
 	}
 }

@@ -118,7 +118,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// go-redis logs through a package-level logger: route it into ours, so
 	// the log stays one JSON object a line.
 	redis.SetLogger(redisLogger{log: log.With("component", "go-redis")})
-	ps, err := plans.Load(c.plansFile)
+	ps, err := loadPlans(c.plansFile)
 	if err != nil {
 		return err
 	}

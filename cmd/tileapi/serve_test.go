@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -263,5 +264,48 @@ func TestParseServeUnknownKeys(t *testing.T) {
 		case !tc.err && c.unknownKeys != tc.want:
 			t.Errorf("env %q, args %q: %d, want %d", tc.env, tc.args, c.unknownKeys, tc.want)
 		}
+	}
+}
+
+// An unreachable REDIS_URL at startup is said loudly, shown by /readyz
+// (still ready under fail-open, which serves unmetered), and with
+// TILEAPI_REQUIRE_REDIS refuses to start. Every log line, go-redis's
+// included, is one JSON object.
+func TestServeRedisUnreachable(t *testing.T) {
+	dead := "redis://127.0.0.1:1/0"
+	in := startServe(t, map[string]string{"REDIS_URL": dead})
+	if !strings.Contains(in.stderr.String(), "REDIS_URL does not answer at startup: requests are served UNMETERED") {
+		t.Errorf("no loud startup warning:\n%s", in.stderr)
+	}
+	resp, err := http.Get(in.url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"degraded":["redis"]`) {
+		t.Errorf("/readyz with Redis down under fail-open: %d %s", resp.StatusCode, body)
+	}
+	req, _ := http.NewRequest(http.MethodGet, in.url+"/v1/geofence/contains?lng=2.35&lat=48.85", nil)
+	req.Header.Set("X-API-Key", "demo-free")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Quota-Status") != "unmetered" {
+		t.Errorf("a request with Redis down: %d, X-Quota-Status %q", resp.StatusCode, resp.Header.Get("X-Quota-Status"))
+	}
+	for _, line := range strings.Split(strings.TrimSpace(in.stderr.String()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("log line is not JSON: %s", line)
+		}
+	}
+
+	err = run(context.Background(), []string{"tileapi", "serve", "-addr", "127.0.0.1:0"},
+		func(k string) string { return map[string]string{"REDIS_URL": dead, "TILEAPI_REQUIRE_REDIS": "1"}[k] },
+		io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "REDIS_URL does not answer") {
+		t.Errorf("with TILEAPI_REQUIRE_REDIS: %v, want a refusal to start", err)
 	}
 }

@@ -76,22 +76,22 @@ func (s *RedisServer) Stop() {
 	s.cmd = nil
 }
 
-// Pause stops the server with SIGSTOP: it holds its connections and answers
-// nothing, as a hung server does, until Resume.
-func (s *RedisServer) Pause() error { return s.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server (SIGCONT): it then runs what it was sent
-// while paused.
-func (s *RedisServer) Resume() error { return s.signal(syscall.SIGCONT) }
-
-func (s *RedisServer) signal(sig syscall.Signal) error {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return errors.New("testenv: redis-server is not running")
+// Hang stops the server with SIGSTOP: it keeps its connections open and
+// answers nothing, as a hung server does, until Resume. The test's cleanup
+// resumes it, so Stop can end it.
+func (s *RedisServer) Hang(tb testing.TB) {
+	tb.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		tb.Fatal(err)
 	}
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("testenv: redis-server: %w", err)
+	tb.Cleanup(s.Resume)
+}
+
+// Resume lets a hung server go on (SIGCONT).
+func (s *RedisServer) Resume() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
 	}
-	return nil
 }
 
 // startRedisCluster starts n cluster-enabled redis-server processes in dir,
