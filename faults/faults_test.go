@@ -231,6 +231,7 @@ func runFault(t *testing.T, db string, f fault, closed bool) row {
 		probes = append(probes, get(hc, r.urls[0], searches[0], "unknown-"+randomHex(), "unknown-key"))
 	}
 	time.Sleep(time.Until(start.Add(faultFor)))
+	lifting := time.Now()
 	lift()
 	lifted := time.Now()
 	time.Sleep(after)
@@ -287,7 +288,7 @@ func runFault(t *testing.T, db string, f fault, closed bool) row {
 		default:
 			rw.during[o]++
 			met += b2i(o != charged)
-			atLift := res.end.After(lifted) && slices.Contains(f.atLift, o)
+			atLift := res.end.After(lifting) && slices.Contains(f.atLift, o)
 			if !slices.Contains(allowed, o) && !atLift && !late {
 				bad["during the fault: "+o] = append(bad["during the fault: "+o], res)
 			}
