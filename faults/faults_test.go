@@ -49,7 +49,8 @@ type fault struct {
 	inject func(t *testing.T, r *rig) (lift func())
 	// allowed lists the outcomes a request that meets the fault may have,
 	// failing closed or open; before the fault and once recovered, every
-	// request is "200 charged".
+	// request is "200 charged" (or, where its quota call was late, what
+	// redisFailing says).
 	allowed func(closed bool) []string
 	// atLift lists the outcomes also allowed of a request in flight when
 	// the fault is lifted: a black hole resets the connections whose bytes
