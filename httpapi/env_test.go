@@ -19,6 +19,7 @@ import (
 
 	"github.com/tileapi/tileapi/dataset"
 	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/inflight"
 	"github.com/tileapi/tileapi/internal/spatialtest"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
@@ -34,11 +35,12 @@ func TestMain(m *testing.M) { spatialtest.Run(m) }
 const testPlans = `{"plans": [
 	{"name": "five", "max_radius_m": 20000, "limits": [{"name": "ten-seconds", "max": 5, "window": "10s"}]},
 	{"name": "ten", "max_radius_m": 20000, "limits": [{"name": "second", "max": 10, "window": "1s"}]},
-	{"name": "std", "max_radius_m": 20000, "limits": [{"name": "burst", "max": 100, "window": "5s"}, {"name": "minute", "max": 600, "window": "1m"}]}
+	{"name": "std", "max_radius_m": 20000, "limits": [{"name": "burst", "max": 100, "window": "5s"}, {"name": "minute", "max": 600, "window": "1m"}]},
+	{"name": "two", "max_radius_m": 20000, "max_in_flight": 2, "limits": [{"name": "minute", "max": 1000, "window": "1m"}]}
 ]}`
 
 // Test keys: the secret of each is "key-" + its plan.
-var testKeyPlans = []string{"five", "ten", "std", "free", "pro"}
+var testKeyPlans = []string{"five", "ten", "std", "free", "pro", "two"}
 
 var embedded struct {
 	once sync.Once
@@ -80,6 +82,7 @@ func withRedis(url string) option {
 		t.Cleanup(func() { rdb.Close() })
 		prefix := fmt.Sprintf("httpapitest:%d:%s:", time.Now().UnixNano(), t.Name())
 		c.Quota = quota.NewRedis(rdb, quota.WithPrefix(prefix))
+		c.InFlight = inflight.NewRedis(rdb, inflight.WithPrefix(prefix+"f:"))
 		c.TileCache = tilecache.NewRedis(rdb, prefix+"tile:", time.Minute)
 	}
 }
@@ -117,6 +120,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	reg := prometheus.NewRegistry()
 	cfg := Config{
 		Quota:       quota.NewMemory(nil),
+		InFlight:    inflight.NewMemory(),
 		Geofence:    geofence.NewMemory(d),
 		Tiles:       tiles.NewMemory(d),
 		TileCache:   tilecache.NewMemory(1<<20, time.Minute),

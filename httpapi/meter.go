@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/tileapi/tileapi/inflight"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
@@ -139,6 +141,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m meter
 		s.shadowOr(w, r, c, m, m.overPlan)
 		return
 	}
+	lease, err := s.acquire(r.Context(), c)
+	var busy *concurrencyError
+	switch {
+	case errors.As(err, &busy):
+		s.metrics.decisions.WithLabelValues(c.plan.Name, "in_flight_exceeded").Inc()
+		s.shadowOr(w, r, c, m, err)
+		return
+	case err != nil && s.cfg.FailClosed:
+		s.fail(w, r, err)
+		return
+	}
+	defer s.release(r.Context(), lease)()
+
 	start := time.Now()
 	d, err := s.quota.Charge(r.Context(), c.identity, c.plan.Quota, m.cost)
 	s.metrics.quotaLatency.Observe(time.Since(start).Seconds())
@@ -175,6 +190,58 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m meter
 	s.metrics.unitsCharged.WithLabelValues(c.plan.Name).Add(float64(m.cost))
 	w.Header().Set(headerStatus, statusCharged)
 	s.work(w, r, c, m, d)
+}
+
+// acquire takes one of the caller's in-flight slots, if its plan limits
+// them: a *concurrencyError when all are held, a *quotaUnavailableError
+// when the store fails (the caller then applies the failure policy).
+func (s *Server) acquire(ctx context.Context, c caller) (inflight.Lease, error) {
+	if s.inFlight == nil || c.plan.MaxInFlight == 0 {
+		return inflight.Lease{}, nil
+	}
+	l, denial, err := s.inFlight.Acquire(ctx, c.identity, c.plan.MaxInFlight)
+	switch {
+	case err != nil:
+		s.quotaStoreFailed(ctx, err)
+		return inflight.Lease{}, err
+	case denial != nil:
+		return inflight.Lease{}, &concurrencyError{plan: c.plan, denial: denial}
+	}
+	return l, nil
+}
+
+// release renews the lease while the request runs (a slow query must not
+// lose its slot) and returns the function that stops that and gives the
+// slot back.
+func (s *Server) release(ctx context.Context, l inflight.Lease) func() {
+	if l.IsZero() {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var renewing sync.WaitGroup
+	if every := s.inFlight.Lease() / 3; every > 0 {
+		renewing.Go(func() {
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					if _, err := s.inFlight.Renew(ctx, l); err != nil {
+						s.quotaStoreFailed(ctx, err)
+					}
+				}
+			}
+		})
+	}
+	return func() {
+		close(done)
+		renewing.Wait()
+		if err := s.inFlight.Release(ctx, l); err != nil {
+			s.quotaStoreFailed(ctx, err)
+		}
+	}
 }
 
 // shadowOr refuses a request the quota does not admit with err, or in

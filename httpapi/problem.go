@@ -11,6 +11,7 @@ import (
 
 	"github.com/tileapi/tileapi/field"
 	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/inflight"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
@@ -94,6 +95,20 @@ type tooManyUnknownKeysError struct{ usage quota.LimitState }
 
 func (e *tooManyUnknownKeysError) Error() string { return "too many unknown API keys" }
 
+// concurrencyError refuses a request while its caller has as many in
+// progress as its plan allows.
+type concurrencyError struct {
+	plan   plans.Plan
+	denial *inflight.Denial
+}
+
+func (e *concurrencyError) Error() string { return "too many requests in progress" }
+
+// retryAfterConcurrency is the Retry-After of a concurrency-exceeded: a
+// slot comes free when one of the caller's own requests ends, usually
+// sooner than the lease that bounds the wait.
+const retryAfterConcurrency = time.Second
+
 // quotaUnavailableError is a failure of the quota store: an error or the
 // time budget running out.
 type quotaUnavailableError struct{ err error }
@@ -112,6 +127,7 @@ func problemFor(err error) *problem {
 		overPlan    *overPlanError
 		unknownKeys *tooManyUnknownKeysError
 		quotaDown   *quotaUnavailableError
+		busy        *concurrencyError
 	)
 	switch {
 	case errors.As(err, &fe):
@@ -147,6 +163,13 @@ func problemFor(err error) *problem {
 				l.Limit.Name, denied.plan.Name, l.Limit.Max, l.Limit.Window, l.Remaining, denied.cost))
 		p.Limit, p.Cost = l.Limit.Name, denied.cost
 		p.RetryAfterMS = max(1, ceilDiv(d.RetryAfter.Microseconds(), 1000))
+		return p
+	case errors.As(err, &busy):
+		p := newProblem(http.StatusTooManyRequests, "concurrency-exceeded", "Too many requests in progress",
+			fmt.Sprintf("plan %q allows %d requests of one key in progress at once; retry when one has finished", busy.plan.Name, busy.denial.Max))
+		p.Limit = "in-flight"
+		p.RetryAfterMS = min(busy.denial.RetryAfter, retryAfterConcurrency).Milliseconds()
+		p.RetryAfterMS = max(p.RetryAfterMS, 1)
 		return p
 	case errors.As(err, &overPlan):
 		return overPlan.problem()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tileapi/tileapi/dataset"
 	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/inflight"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
@@ -30,6 +31,16 @@ type Quota interface {
 	Peek(ctx context.Context, identity string, plan quota.Plan) (quota.Decision, error)
 	Refund(ctx context.Context, rc quota.Receipt) (bool, error)
 	Reset(ctx context.Context, identity string) error
+}
+
+// InFlight limits the requests of one caller in progress at once:
+// inflight.Redis or inflight.Memory.
+type InFlight interface {
+	Acquire(ctx context.Context, identity string, max int) (inflight.Lease, *inflight.Denial, error)
+	Renew(ctx context.Context, l inflight.Lease) (bool, error)
+	Release(ctx context.Context, l inflight.Lease) error
+	// Lease is how long a lease lasts unless renewed; 0 for ever.
+	Lease() time.Duration
 }
 
 // Geofence answers radius and containment queries: geofence.PostGIS or
@@ -83,7 +94,9 @@ type Check struct {
 // Config is what a Server needs. The zero values of the optional fields
 // are the documented defaults.
 type Config struct {
-	Quota     Quota
+	Quota Quota
+	// InFlight enforces each plan's MaxInFlight; nil enforces none.
+	InFlight  InFlight
 	Geofence  Geofence
 	Tiles     Tiles
 	TileCache TileCache
@@ -143,6 +156,7 @@ type Server struct {
 	quota       Quota         // cfg.Quota within the time budget
 	tileCache   TileCache     // cfg.TileCache within the time budget
 	cacheWrites chan struct{} // a slot per tile cache write in flight
+	inFlight    InFlight      // cfg.InFlight within the time budget; nil for none
 	log         *slog.Logger
 	metrics     *metrics
 	unknownKeys *unknownKeyGuard // nil when disabled
@@ -179,6 +193,9 @@ func NewServer(cfg Config) (*Server, error) {
 		quota:       budgetQuota{q: cfg.Quota, timeout: cfg.QuotaTimeout},
 		tileCache:   budgetCache{c: cfg.TileCache, timeout: cfg.QuotaTimeout},
 		cacheWrites: make(chan struct{}, maxCacheWrites),
+	}
+	if cfg.InFlight != nil {
+		s.inFlight = budgetInFlight{f: cfg.InFlight, timeout: cfg.QuotaTimeout}
 	}
 	if s.unknownKeys, err = newUnknownKeyGuard(cfg, s.quota, s.quotaStoreFailed); err != nil {
 		return nil, err

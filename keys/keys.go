@@ -33,9 +33,12 @@ type Key struct {
 	CreatedAt time.Time
 	// RevokedAt is when the key was revoked, zero while it is active.
 	RevokedAt time.Time
-	// UpdatedAt is when the key was last created, revoked or moved to
-	// another plan, by the store's clock.
+	// UpdatedAt is when the key was last created, revoked, moved to
+	// another plan or given overrides, by the store's clock.
 	UpdatedAt time.Time
+	// Overrides is the JSON of the key's own changes to its plan
+	// (plans.Overrides), nil for none. This package stores it as it is.
+	Overrides []byte
 }
 
 // Revoked reports whether the key has been revoked.

@@ -117,6 +117,12 @@ func (m *Memory) SetPlan(_ context.Context, id int64, plan string) (Key, error) 
 	return m.update(id, func(k *Key) { k.Plan = plan })
 }
 
+// SetOverrides stores the key's overrides (JSON; nil clears them) and
+// returns the key, or ErrNotFound. The caller validates them.
+func (m *Memory) SetOverrides(_ context.Context, id int64, overrides []byte) (Key, error) {
+	return m.update(id, func(k *Key) { k.Overrides = overrides })
+}
+
 // update applies the change f to the key with the given id under the lock
 // and returns the result.
 func (m *Memory) update(id int64, f func(*Key)) (Key, error) {

@@ -25,7 +25,7 @@ func NewPostgres(pool *pgxpool.Pool) *Postgres {
 }
 
 // The columns every query returns, as a row.
-const keyColumns = `id, prefix, name, plan, created_at, revoked_at, updated_at`
+const keyColumns = `id, prefix, name, plan, created_at, revoked_at, updated_at, overrides`
 
 const (
 	// addSQL inserts a key, or on a secret already registered returns that
@@ -43,6 +43,8 @@ RETURNING ` + keyColumns
 	// revokeSQL keeps the first revocation time of a revoked key.
 	revokeSQL  = `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()), updated_at = now() WHERE id = $1 RETURNING ` + keyColumns
 	setPlanSQL = `UPDATE api_keys SET plan = $2, updated_at = now() WHERE id = $1 RETURNING ` + keyColumns
+	// setOverridesSQL stores overrides given as JSON text, or NULL.
+	setOverridesSQL = `UPDATE api_keys SET overrides = $2::jsonb, updated_at = now() WHERE id = $1 RETURNING ` + keyColumns
 )
 
 // row is a key as the queries return it.
@@ -54,10 +56,11 @@ type row struct {
 	CreatedAt time.Time
 	RevokedAt *time.Time // NULL while active
 	UpdatedAt time.Time
+	Overrides []byte // jsonb, NULL for none
 }
 
 func (r row) key() Key {
-	k := Key{ID: r.ID, Prefix: r.Prefix, Name: r.Name, Plan: r.Plan, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+	k := Key{ID: r.ID, Prefix: r.Prefix, Name: r.Name, Plan: r.Plan, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Overrides: r.Overrides}
 	if r.RevokedAt != nil {
 		k.RevokedAt = r.RevokedAt.UTC()
 	}
@@ -152,6 +155,16 @@ func (p *Postgres) Revoke(ctx context.Context, id int64) (Key, error) {
 // ErrNotFound.
 func (p *Postgres) SetPlan(ctx context.Context, id int64, plan string) (Key, error) {
 	return p.byID(ctx, "set plan", setPlanSQL, id, plan)
+}
+
+// SetOverrides stores the key's overrides (JSON; nil clears them) and
+// returns the key, or ErrNotFound. The caller validates them.
+func (p *Postgres) SetOverrides(ctx context.Context, id int64, overrides []byte) (Key, error) {
+	var arg any // NULL for none
+	if overrides != nil {
+		arg = string(overrides)
+	}
+	return p.byID(ctx, "set overrides", setOverridesSQL, id, arg)
 }
 
 // byID runs query, whose $1 is id, for the operation op and returns the key

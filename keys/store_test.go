@@ -2,7 +2,9 @@ package keys_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +23,7 @@ type store interface {
 	Get(ctx context.Context, id int64) (keys.Key, error)
 	Revoke(ctx context.Context, id int64) (keys.Key, error)
 	SetPlan(ctx context.Context, id int64, plan string) (keys.Key, error)
+	SetOverrides(ctx context.Context, id int64, overrides []byte) (keys.Key, error)
 }
 
 var (
@@ -53,6 +56,20 @@ func kinds(t *testing.T) []kind {
 func same(a, b keys.Key) bool {
 	return a.ID == b.ID && a.Prefix == b.Prefix && a.Name == b.Name && a.Plan == b.Plan &&
 		a.CreatedAt.Equal(b.CreatedAt) && a.RevokedAt.Equal(b.RevokedAt)
+}
+
+// sameJSON reports whether got is the JSON want, whatever its spacing.
+func sameJSON(t *testing.T, got []byte, want string) bool {
+	t.Helper()
+	var a, b any
+	if err := json.Unmarshal(got, &a); err != nil {
+		t.Errorf("%q: %v", got, err)
+		return false
+	}
+	if err := json.Unmarshal([]byte(want), &b); err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 // mustKey returns a function that fails t on an error and returns the key.
@@ -216,6 +233,23 @@ func TestStores(t *testing.T) {
 				t.Errorf("lookup after set plan = %+v, want %+v", got, k)
 			}
 		}},
+		{"set overrides", func(t *testing.T, s store) {
+			k, secret := mustCreate(t)(s.Create(ctx, "ci", "free"))
+			const o = `{"limits": [{"max": 500, "name": "burst", "window": "5s"}]}`
+			set := mustKey(t)(s.SetOverrides(ctx, k.ID, []byte(o)))
+			if !same(set, k) || !sameJSON(t, set.Overrides, o) || !set.UpdatedAt.After(k.UpdatedAt) {
+				t.Errorf("set overrides = %+v, want %+v with %s and a later UpdatedAt", set, k, o)
+			}
+			if got := mustKey(t)(s.Lookup(ctx, keys.Hash(secret))); !sameJSON(t, got.Overrides, o) {
+				t.Errorf("lookup after set overrides: %s", got.Overrides)
+			}
+			if got := mustKey(t)(s.SetOverrides(ctx, k.ID, nil)); got.Overrides != nil {
+				t.Errorf("cleared overrides: %s, want none", got.Overrides)
+			}
+			if _, err := s.SetOverrides(ctx, k.ID+1, []byte(o)); !errors.Is(err, keys.ErrNotFound) {
+				t.Errorf("set overrides of no key: %v, want ErrNotFound", err)
+			}
+		}},
 		{"not found", func(t *testing.T, s store) {
 			k, _ := mustCreate(t)(s.Create(ctx, "ci", "free"))
 			for _, id := range []int64{0, -1, k.ID + 1} {
@@ -256,8 +290,8 @@ func TestPostgresKeepsNoSecret(t *testing.T) {
 		k.ID).Scan(&cols); err != nil {
 		t.Fatal(err)
 	}
-	if len(cols) != 8 {
-		t.Fatalf("row %q: want 8 columns", cols)
+	if len(cols) != 9 {
+		t.Fatalf("row %q: want 9 columns", cols)
 	}
 	for _, v := range cols {
 		if strings.Contains(v, secret) || strings.Contains(v, hidden) || strings.Contains(v, hidden[:8]) {

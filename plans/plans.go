@@ -29,6 +29,9 @@ type Plan struct {
 	MaxRadius float64
 	// Cost prices the plan's requests.
 	Cost cost.Model
+	// MaxInFlight is the most requests of one key in progress at once,
+	// across every server; 0 means no limit.
+	MaxInFlight int
 }
 
 // DefaultCost is the cost model of the compiled-in plans: a search of 2 km
@@ -50,21 +53,22 @@ func DefaultCost() cost.Model {
 
 // Defaults returns the compiled-in plans.
 func Defaults() Set {
-	plan := func(name string, burst, minute int64, maxRadius float64) Plan {
+	plan := func(name string, burst, minute int64, maxRadius float64, inFlight int) Plan {
 		return Plan{
 			Name: name,
 			Quota: quota.Plan{Name: name, Limits: []quota.Limit{
 				{Name: "burst", Max: burst, Window: 5 * time.Second},
 				{Name: "minute", Max: minute, Window: time.Minute},
 			}},
-			MaxRadius: maxRadius,
-			Cost:      DefaultCost(),
+			MaxRadius:   maxRadius,
+			Cost:        DefaultCost(),
+			MaxInFlight: inFlight,
 		}
 	}
 	s, err := newSet([]Plan{
-		plan(Anonymous, 30, 120, 5_000),
-		plan("free", 100, 600, 20_000),
-		plan("pro", 1000, 12_000, 50_000),
+		plan(Anonymous, 30, 120, 5_000, 6),
+		plan("free", 100, 600, 20_000, 8),
+		plan("pro", 1000, 12_000, 50_000, 32),
 	})
 	if err != nil {
 		panic(err) // the compiled-in plans are valid: TestDefaults
@@ -138,6 +142,9 @@ func (p Plan) validate() error {
 	if err := p.Cost.Validate(); err != nil {
 		return fmt.Errorf("plans: plan %q: %w", p.Name, err)
 	}
+	if p.MaxInFlight < 0 {
+		return fmt.Errorf("plans: plan %q: max_in_flight must be 0 (no limit) or more", p.Name)
+	}
 	return nil
 }
 
@@ -149,7 +156,9 @@ func (p Plan) validate() error {
 //	            "cost": {"radius_unit_m": 2000, "hit_divisor": 4, "flat": 1,
 //	                     "tiles": {"places": {"ref_zoom": 10, "max": 16}}}}]}
 //
-// A plan without "cost" takes DefaultCost.
+// A plan without "cost" takes DefaultCost; "max_in_flight" (the most
+// requests of one key in progress at once) is optional, 0 or absent for no
+// limit.
 type File struct {
 	Plans []FilePlan `json:"plans"`
 }
@@ -160,6 +169,8 @@ type FilePlan struct {
 	MaxRadius float64     `json:"max_radius_m"`
 	Limits    []FileLimit `json:"limits"`
 	Cost      *cost.Model `json:"cost,omitempty"`
+	// MaxInFlight is Plan.MaxInFlight.
+	MaxInFlight int `json:"max_in_flight,omitempty"`
 }
 
 // FileLimit is one limit of a FilePlan; Window is a Go duration ("5s",
@@ -201,7 +212,7 @@ func Load(path string) (Set, error) {
 }
 
 func (fp FilePlan) plan() (Plan, error) {
-	p := Plan{Name: fp.Name, MaxRadius: fp.MaxRadius, Cost: DefaultCost(), Quota: quota.Plan{Name: fp.Name}}
+	p := Plan{Name: fp.Name, MaxRadius: fp.MaxRadius, Cost: DefaultCost(), Quota: quota.Plan{Name: fp.Name}, MaxInFlight: fp.MaxInFlight}
 	if fp.Cost != nil {
 		p.Cost = *fp.Cost
 	}

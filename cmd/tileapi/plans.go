@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -26,13 +27,17 @@ func runPlans(_ context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "plan\tlimits\tmax radius\tlargest affordable radius")
+	fmt.Fprintln(w, "plan\tlimits\tmax radius\tlargest affordable radius\tin flight")
 	for _, p := range ps.All() {
 		var limits []string
 		for _, l := range p.Quota.Limits {
 			limits = append(limits, l.String())
 		}
-		fmt.Fprintf(w, "%s\t%s\t%g m\t%g m\n", p.Name, strings.Join(limits, ", "), p.MaxRadius, p.Cost.LargestRadius(p.Quota.MaxCost()))
+		inFlight := "no limit"
+		if p.MaxInFlight > 0 {
+			inFlight = strconv.Itoa(p.MaxInFlight)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%g m\t%g m\t%s\n", p.Name, strings.Join(limits, ", "), p.MaxRadius, p.Cost.LargestRadius(p.Quota.MaxCost()), inFlight)
 	}
 	fmt.Fprintln(w)
 

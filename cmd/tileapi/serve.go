@@ -19,6 +19,7 @@ import (
 	"github.com/tileapi/tileapi/dataset"
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/httpapi"
+	"github.com/tileapi/tileapi/inflight"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/load"
 	"github.com/tileapi/tileapi/plans"
@@ -34,6 +35,7 @@ type serveConfig struct {
 	trustedProxies, publicURL, quotaFailure, logLevel            string
 	anonymous, shadow, requireRedis                              bool
 	quotaTimeout, keyCacheTTL, tileCacheTTL, queryTimeout        time.Duration
+	inFlightLease                                                time.Duration
 	dbMaxConns                                                   int
 	unknownKeys                                                  int64
 }
@@ -78,6 +80,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	boolean(&c.requireRedis, "require-redis", "TILEAPI_REQUIRE_REDIS", false, "refuse to start when REDIS_URL does not answer")
 	dur(&c.quotaTimeout, "quota-timeout", "TILEAPI_QUOTA_TIMEOUT", "50ms", "time budget of one quota call")
 	dur(&c.keyCacheTTL, "key-cache-ttl", "TILEAPI_KEY_CACHE_TTL", "5s", "how often the in-process key index reads the key store's changes: a revoked key stops working, and a plan change applies, within it")
+	dur(&c.inFlightLease, "in-flight-lease", "TILEAPI_IN_FLIGHT_LEASE", "10s", "how long an in-flight slot lasts unless renewed: a dead server's slots come free within it")
 	dur(&c.tileCacheTTL, "tile-cache-ttl", "TILEAPI_TILE_CACHE_TTL", "1h", "how long a rendered tile is cached")
 	dur(&c.queryTimeout, "query-timeout", "TILEAPI_QUERY_TIMEOUT", "5s", "statement timeout of a spatial query, and the bound of a key lookup")
 	fs.IntVar(&c.dbMaxConns, "db-max-conns", 10, "most database connections; keep it below the server's max_connections")
@@ -135,6 +138,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// The quota and the tile cache: Redis, or this process.
 	if c.redisURL == "" {
 		cfg.Quota = quota.NewMemory(nil)
+		cfg.InFlight = inflight.NewMemory()
 		cfg.TileCache = tilecache.NewMemory(256<<20, c.tileCacheTTL)
 		log.Warn("no REDIS_URL: quotas are held in this process and hold per process only; run one process, or set REDIS_URL")
 	} else {
@@ -154,6 +158,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			log.Error("REDIS_URL does not answer at startup: "+unmetered+"; see /readyz, or set TILEAPI_REQUIRE_REDIS=1 to refuse to start", "err", err)
 		}
 		cfg.Quota = quota.NewRedis(rdb)
+		cfg.InFlight = inflight.NewRedis(rdb, inflight.WithLease(c.inFlightLease))
 		cfg.TileCache = tilecache.NewRedis(rdb, "tileapi:tile:", c.tileCacheTTL)
 		cfg.Ready = append(cfg.Ready, httpapi.Check{
 			Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },

@@ -1,0 +1,155 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/dataset"
+	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/inflight"
+	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota"
+)
+
+// slowGeofence is a real in-memory geofence whose Contains waits until
+// end: a slow query, to hold requests in flight.
+type slowGeofence struct {
+	*geofence.Memory
+	release  chan struct{}
+	once     sync.Once
+	inFlight atomic.Int64
+}
+
+func newSlowGeofence(t *testing.T) *slowGeofence {
+	return &slowGeofence{Memory: geofence.NewMemory(memoryDataset(t)), release: make(chan struct{})}
+}
+
+// end lets every request in Contains, and every later one, through.
+func (g *slowGeofence) end() { g.once.Do(func() { close(g.release) }) }
+
+func (g *slowGeofence) Contains(ctx context.Context, q geofence.ContainsQuery) ([]dataset.Fence, error) {
+	g.inFlight.Add(1)
+	defer g.inFlight.Add(-1)
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.Memory.Contains(ctx, q)
+}
+
+// waitInFlight waits until n requests are inside g.
+func (g *slowGeofence) waitInFlight(t *testing.T, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); g.inFlight.Load() != n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests in flight, want %d", g.inFlight.Load(), n)
+		}
+	}
+}
+
+// A plan's in-flight limit holds across servers that share a Redis: slow
+// requests held by one server refuse more on another with a 429
+// concurrency-exceeded, for as long as the first renews its leases; once
+// that server dies, its slots come free within a lease time.
+func TestInFlightAcrossServers(t *testing.T) {
+	const lease = 400 * time.Millisecond
+	url := testenv.RedisURL(t)
+	prefix := "inflight-http:" + time.Now().Format("150405.000000000") + ":"
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverOn := func(rdb *redis.Client, g Geofence) *env {
+		return newEnv(t, with(func(c *Config) {
+			c.Quota = quota.NewRedis(rdb, quota.WithPrefix(prefix))
+			c.InFlight = inflight.NewRedis(rdb, inflight.WithPrefix(prefix+"f:"), inflight.WithLease(lease))
+			c.Geofence = g
+		}))
+	}
+	dying := redis.NewClient(opt)
+	t.Cleanup(func() { dying.Close() })
+	healthy := redis.NewClient(opt)
+	t.Cleanup(func() { healthy.Close() })
+	slow := newSlowGeofence(t)
+	a := serverOn(dying, slow)
+	b := serverOn(healthy, geofence.NewMemory(memoryDataset(t)))
+
+	var wg sync.WaitGroup
+	// Cleanups run last first: let the slow requests end, wait for them,
+	// and only then close the servers.
+	t.Cleanup(wg.Wait)
+	t.Cleanup(slow.end)
+	for range 2 {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, a.srv.URL+contains, nil)
+			req.Header.Set("X-API-Key", "key-two")
+			if resp, err := a.srv.Client().Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	slow.waitInFlight(t, 2)
+
+	refused := func(when string) {
+		t.Helper()
+		var p problem
+		resp := b.get(t, contains, key("two")...)
+		decode(t, resp, http.StatusTooManyRequests, &p)
+		if p.Code != "concurrency-exceeded" || p.Limit != "in-flight" || resp.Header.Get("Retry-After") != "1" {
+			t.Errorf("%s: %+v, Retry-After %q", when, p, resp.Header.Get("Retry-After"))
+		}
+	}
+	refused("two slow requests on another server")
+	time.Sleep(3 * lease) // the holder renews: the slots stay held
+	refused("three lease times later")
+	if u := b.used(t, key("two")...); u[0] != 2 {
+		t.Errorf("used %v: the refusals must not be charged", u)
+	}
+
+	dying.Close() // the holder dies: no renewal, no release
+	time.Sleep(lease + 100*time.Millisecond)
+	if resp := b.get(t, contains, key("two")...); resp.StatusCode != 200 {
+		t.Errorf("a lease time after the holder died: status %d", resp.StatusCode)
+	}
+}
+
+// In one process the limit is held in memory; a slot comes back when its
+// request ends.
+func TestInFlightMemory(t *testing.T) {
+	slow := newSlowGeofence(t)
+	e := newEnv(t, with(func(c *Config) { c.Geofence = slow }))
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	t.Cleanup(slow.end)
+	for range 2 {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, e.srv.URL+contains, nil)
+			req.Header.Set("X-API-Key", "key-two")
+			if resp, err := e.srv.Client().Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	slow.waitInFlight(t, 2)
+	var p problem
+	decode(t, e.get(t, "/v1/tiles", key("two")...), http.StatusTooManyRequests, &p)
+	if p.Code != "concurrency-exceeded" {
+		t.Errorf("third request: %+v", p)
+	}
+	// Another key has its own slots.
+	if resp := e.get(t, "/v1/tiles", key("std")...); resp.StatusCode != 200 {
+		t.Errorf("another key: status %d", resp.StatusCode)
+	}
+	slow.end()
+	wg.Wait()
+	if resp := e.get(t, "/v1/tiles", key("two")...); resp.StatusCode != 200 {
+		t.Errorf("after the slow requests ended: status %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,221 @@
+// Package inflight limits how many requests of one identity are in
+// progress at once, across every server, with leases.
+//
+// A request takes a lease before its work and gives it back after. A lease
+// held in Redis lasts a lease time unless renewed, so the slots of a server
+// that dies (or hangs) come free within a lease time without anyone
+// cleaning up; the holder renews its leases while its work runs. Memory
+// holds the same count in one process.
+package inflight
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultLease is how long a lease lasts unless renewed.
+const DefaultLease = 10 * time.Second
+
+// ErrInvalid is matched by a call with an empty identity or a limit below
+// one.
+var ErrInvalid = errors.New("inflight: invalid")
+
+// Lease is one slot held. The zero Lease holds none.
+type Lease struct {
+	identity string
+	id       string
+}
+
+// IsZero reports whether the lease holds no slot.
+func (l Lease) IsZero() bool { return l.id == "" }
+
+// Denial is why Acquire gave no slot: every one is held.
+type Denial struct {
+	// Max is the limit.
+	Max int
+	// RetryAfter is when the first held slot expires if nobody releases
+	// it: an upper bound, since a release usually comes sooner.
+	RetryAfter time.Duration
+}
+
+func check(identity string, max int) error {
+	if identity == "" || max < 1 {
+		return fmt.Errorf("%w: identity %q, max %d", ErrInvalid, identity, max)
+	}
+	return nil
+}
+
+var (
+	//go:embed acquire.lua
+	acquireLua    string
+	acquireScript = redis.NewScript(acquireLua)
+	//go:embed renew.lua
+	renewLua    string
+	renewScript = redis.NewScript(renewLua)
+)
+
+// scripter is what Redis needs of a client: a *redis.Client, a
+// *redis.ClusterClient or any redis.UniversalClient.
+type scripter interface {
+	redis.Scripter
+	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
+}
+
+// DefaultPrefix starts every key Redis writes.
+const DefaultPrefix = "tileapi:f:"
+
+// Redis holds leases in Redis, shared by every server.
+type Redis struct {
+	client scripter
+	prefix string
+	lease  time.Duration
+}
+
+// Option configures a Redis.
+type Option func(*Redis)
+
+// WithLease sets how long a lease lasts unless renewed (default
+// DefaultLease): a dead server's slots come free within it.
+func WithLease(d time.Duration) Option { return func(r *Redis) { r.lease = d } }
+
+// WithPrefix sets the prefix of every key (default DefaultPrefix).
+func WithPrefix(prefix string) Option { return func(r *Redis) { r.prefix = prefix } }
+
+// NewRedis returns leases held in client.
+func NewRedis(client scripter, opts ...Option) *Redis {
+	r := &Redis{client: client, prefix: DefaultPrefix, lease: DefaultLease}
+	for _, o := range opts {
+		o(r)
+	}
+	if r.lease < time.Millisecond {
+		r.lease = DefaultLease
+	}
+	return r
+}
+
+// Lease returns how long a lease lasts unless renewed: renew well within it.
+func (r *Redis) Lease() time.Duration { return r.lease }
+
+// Acquire takes one of max slots of identity, or reports a Denial when all
+// are held.
+func (r *Redis) Acquire(ctx context.Context, identity string, max int) (Lease, *Denial, error) {
+	if err := check(identity, max); err != nil {
+		return Lease{}, nil, err
+	}
+	id, err := newID()
+	if err != nil {
+		return Lease{}, nil, err
+	}
+	reply, err := acquireScript.Run(ctx, r.client, []string{r.key(identity)}, id, max, r.lease.Milliseconds()).Int64Slice()
+	if err != nil {
+		return Lease{}, nil, fmt.Errorf("inflight: acquire: %w", err)
+	}
+	if len(reply) != 2 {
+		return Lease{}, nil, fmt.Errorf("inflight: acquire: script returned %v", reply)
+	}
+	if reply[0] != 1 {
+		return Lease{}, &Denial{Max: max, RetryAfter: time.Duration(reply[1]) * time.Millisecond}, nil
+	}
+	return Lease{identity: identity, id: id}, nil, nil
+}
+
+// Renew extends a held lease by a lease time from now, and reports whether
+// it was still held: false means it expired, and its slot may be taken.
+func (r *Redis) Renew(ctx context.Context, l Lease) (bool, error) {
+	if l.IsZero() {
+		return false, nil
+	}
+	n, err := renewScript.Run(ctx, r.client, []string{r.key(l.identity)}, l.id, r.lease.Milliseconds()).Int64()
+	if err != nil {
+		return false, fmt.Errorf("inflight: renew: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Release gives a slot back. Releasing a lease twice, or one that expired,
+// is harmless.
+func (r *Redis) Release(ctx context.Context, l Lease) error {
+	if l.IsZero() {
+		return nil
+	}
+	if err := r.client.ZRem(ctx, r.key(l.identity), l.id).Err(); err != nil {
+		return fmt.Errorf("inflight: release: %w", err)
+	}
+	return nil
+}
+
+// key is the identity's lease set; the identity is its hash tag, with
+// braces taken out so they cannot end the tag early.
+func (r *Redis) key(identity string) string {
+	return r.prefix + "{" + strings.NewReplacer("{", "%7B", "}", "%7D").Replace(identity) + "}"
+}
+
+func newID() (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("inflight: lease id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// Memory holds leases in one process. Its leases never expire: a process
+// that dies takes them with it.
+type Memory struct {
+	mu    sync.Mutex
+	held  map[string]map[string]bool // identity -> lease ids
+	count int64
+}
+
+// NewMemory returns an empty Memory.
+func NewMemory() *Memory { return &Memory{held: make(map[string]map[string]bool)} }
+
+// Acquire takes one of max slots of identity, or reports a Denial when all
+// are held; RetryAfter is then a second, since no lease expires.
+func (m *Memory) Acquire(_ context.Context, identity string, max int) (Lease, *Denial, error) {
+	if err := check(identity, max); err != nil {
+		return Lease{}, nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.held[identity]) >= max {
+		return Lease{}, &Denial{Max: max, RetryAfter: time.Second}, nil
+	}
+	if m.held[identity] == nil {
+		m.held[identity] = make(map[string]bool)
+	}
+	m.count++
+	id := strconv.FormatInt(m.count, 10)
+	m.held[identity][id] = true
+	return Lease{identity: identity, id: id}, nil, nil
+}
+
+// Renew reports whether the lease is held; Memory's leases do not expire.
+func (m *Memory) Renew(_ context.Context, l Lease) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.held[l.identity][l.id], nil
+}
+
+// Release gives a slot back; twice is harmless.
+func (m *Memory) Release(_ context.Context, l Lease) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.held[l.identity], l.id)
+	if len(m.held[l.identity]) == 0 {
+		delete(m.held, l.identity)
+	}
+	return nil
+}
+
+// Lease returns how long a lease lasts: Memory's last until released.
+func (m *Memory) Lease() time.Duration { return 0 }

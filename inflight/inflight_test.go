@@ -1,0 +1,221 @@
+package inflight
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+// limiter is what Redis and Memory share.
+type limiter interface {
+	Acquire(ctx context.Context, identity string, max int) (Lease, *Denial, error)
+	Renew(ctx context.Context, l Lease) (bool, error)
+	Release(ctx context.Context, l Lease) error
+}
+
+var (
+	_ limiter = (*Redis)(nil)
+	_ limiter = (*Memory)(nil)
+)
+
+// servers returns n limiters that share one store, as n servers would.
+type kind struct {
+	name    string
+	servers func(t *testing.T, n int, lease time.Duration) []limiter
+}
+
+func kinds() []kind {
+	redisServers := func(open func(t *testing.T) redis.UniversalClient) func(*testing.T, int, time.Duration) []limiter {
+		return func(t *testing.T, n int, lease time.Duration) []limiter {
+			var ls []limiter
+			prefix := fmt.Sprintf("inflighttest:%d:", time.Now().UnixNano()) // one fleet
+			for range n {
+				c := open(t)
+				t.Cleanup(func() { c.Close() })
+				ls = append(ls, NewRedis(c, WithLease(lease), WithPrefix(prefix)))
+			}
+			return ls
+		}
+	}
+	return []kind{
+		{"memory", func(_ *testing.T, n int, _ time.Duration) []limiter {
+			m := NewMemory()
+			ls := make([]limiter, n)
+			for i := range ls {
+				ls[i] = m
+			}
+			return ls
+		}},
+		{"redis", redisServers(func(t *testing.T) redis.UniversalClient {
+			opt, err := redis.ParseURL(testenv.RedisURL(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return redis.NewClient(opt)
+		})},
+		{"cluster", redisServers(func(t *testing.T) redis.UniversalClient {
+			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.RedisClusterAddrs(t)})
+		})},
+	}
+}
+
+func TestAcquireRelease(t *testing.T) {
+	ctx := context.Background()
+	for _, k := range kinds() {
+		t.Run(k.name, func(t *testing.T) {
+			l := k.servers(t, 1, time.Minute)[0]
+			var held []Lease
+			for i := range 3 {
+				lease, denied, err := l.Acquire(ctx, "key:{1}", 3)
+				if err != nil || denied != nil || lease.IsZero() {
+					t.Fatalf("acquire %d: %v, %+v, %v", i, lease, denied, err)
+				}
+				held = append(held, lease)
+			}
+			_, denied, err := l.Acquire(ctx, "key:{1}", 3)
+			if err != nil || denied == nil || denied.Max != 3 || denied.RetryAfter <= 0 {
+				t.Fatalf("fourth acquire: %+v, %v; want a denial with a retry time", denied, err)
+			}
+			// Another identity has its own slots.
+			if _, denied, err := l.Acquire(ctx, "key:{2}", 3); err != nil || denied != nil {
+				t.Errorf("another identity: %+v, %v", denied, err)
+			}
+			for range 2 { // twice is harmless
+				if err := l.Release(ctx, held[0]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, denied, err := l.Acquire(ctx, "key:{1}", 3); err != nil || denied != nil {
+				t.Errorf("after a release: %+v, %v", denied, err)
+			}
+			if _, denied, err := l.Acquire(ctx, "key:{1}", 3); err != nil || denied == nil {
+				t.Errorf("full again: %+v, %v", denied, err)
+			}
+			if _, _, err := l.Acquire(ctx, "", 3); !errors.Is(err, ErrInvalid) {
+				t.Errorf("empty identity: %v", err)
+			}
+			if _, _, err := l.Acquire(ctx, "key:3", 0); !errors.Is(err, ErrInvalid) {
+				t.Errorf("max 0: %v", err)
+			}
+		})
+	}
+}
+
+// Across several servers, never more than max leases are held at once.
+func TestConcurrentLimit(t *testing.T) {
+	ctx := context.Background()
+	const max = 4
+	for _, k := range kinds() {
+		t.Run(k.name, func(t *testing.T) {
+			servers := k.servers(t, 3, time.Minute)
+			var inFlight, peak, served, refused atomic.Int64
+			var wg sync.WaitGroup
+			deadline := time.Now().Add(time.Second)
+			for g := range 24 {
+				l := servers[g%len(servers)]
+				wg.Go(func() {
+					for time.Now().Before(deadline) {
+						lease, denied, err := l.Acquire(ctx, "key:7", max)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if denied != nil {
+							refused.Add(1)
+							continue
+						}
+						n := inFlight.Add(1)
+						for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+						}
+						time.Sleep(time.Millisecond)
+						inFlight.Add(-1)
+						served.Add(1)
+						if err := l.Release(ctx, lease); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if p := peak.Load(); p > max || p < max {
+				t.Errorf("peak %d in flight, want exactly %d (the limit reached, never passed)", p, max)
+			}
+			if served.Load() == 0 || refused.Load() == 0 {
+				t.Errorf("served %d, refused %d: want both", served.Load(), refused.Load())
+			}
+		})
+	}
+}
+
+// The slots of a server that dies come free within a lease time; a lease
+// renewed in time lives on, and one renewed too late is not brought back.
+func TestLeasesExpire(t *testing.T) {
+	ctx := context.Background()
+	const lease = 300 * time.Millisecond
+	for _, k := range kinds()[1:] {
+		t.Run(k.name, func(t *testing.T) {
+			servers := k.servers(t, 2, lease)
+			dead, alive := servers[0], servers[1]
+			for range 2 {
+				if _, denied, err := dead.Acquire(ctx, "key:9", 2); err != nil || denied != nil {
+					t.Fatal(denied, err)
+				}
+			}
+			if _, denied, _ := alive.Acquire(ctx, "key:9", 2); denied == nil || denied.RetryAfter > lease {
+				t.Fatalf("with both slots held: %+v, want a denial within the lease", denied)
+			}
+			time.Sleep(lease + 50*time.Millisecond)
+			kept, denied, err := alive.Acquire(ctx, "key:9", 2)
+			if err != nil || denied != nil {
+				t.Fatalf("a lease time after the holder died: %+v, %v", denied, err)
+			}
+			for range 3 { // renewed every half lease, it outlives three leases
+				time.Sleep(lease / 2)
+				if ok, err := alive.Renew(ctx, kept); !ok || err != nil {
+					t.Fatalf("renew: %v, %v", ok, err)
+				}
+			}
+			late, _, _ := alive.Acquire(ctx, "key:9", 2)
+			time.Sleep(lease + 50*time.Millisecond)
+			if ok, err := alive.Renew(ctx, late); ok || err != nil {
+				t.Errorf("renew after expiry: %v, %v; want false", ok, err)
+			}
+			r := alive.(*Redis)
+			if ttl := r.client.(redis.UniversalClient).PTTL(ctx, r.key("key:9")).Val(); ttl > lease {
+				t.Errorf("key TTL %s, want at most a lease", ttl)
+			}
+		})
+	}
+}
+
+// The identity is the hash tag, braces and all.
+func TestHashTag(t *testing.T) {
+	r := NewRedis(nil)
+	for _, id := range []string{"key:1", "key:{1}", "ip:2001:db8::/64"} {
+		k := r.key(id)
+		open, close := 0, 0
+		for _, c := range k {
+			switch c {
+			case '{':
+				open++
+			case '}':
+				close++
+			}
+		}
+		if open != 1 || close != 1 {
+			t.Errorf("key(%q) = %q: want exactly one hash tag", id, k)
+		}
+	}
+}
