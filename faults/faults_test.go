@@ -143,13 +143,13 @@ var faults = []fault{
 			return func() {}
 		}},
 	{name: "postgres dead", bites: true, wait: dbWait, unknownKey: true,
-		allowed: func(bool) []string { return []string{charged, "503 database-unavailable refunded"} },
+		allowed: dbFailing("503 database-unavailable"),
 		inject: func(t *testing.T, r *rig) func() {
 			r.dproxy.Cut()
 			return r.dproxy.Restore
 		}},
 	{name: "postgres hung", bites: true, wait: dbWait, unknownKey: true,
-		allowed: func(bool) []string { return []string{charged, "504 query-timeout refunded"} },
+		allowed: dbFailing("504 query-timeout"),
 		atLift:  []string{"503 database-unavailable refunded"},
 		inject: func(t *testing.T, r *rig) func() {
 			r.dproxy.BlackHole()
@@ -163,6 +163,19 @@ func redisFailing(closed bool) []string {
 		return []string{charged, "503 quota-unavailable"}
 	}
 	return []string{charged, "200 unmetered"}
+}
+
+// dbFailing is the failure policy for a database that fails a request
+// with problem: served from the tile cache, or the problem with the charge
+// refunded; failing open, a request whose quota call was late was not
+// charged, and has nothing to refund.
+func dbFailing(problem string) func(closed bool) []string {
+	return func(closed bool) []string {
+		if closed {
+			return []string{charged, problem + " refunded"}
+		}
+		return []string{charged, problem + " refunded", problem + " unmetered"}
+	}
 }
 
 // redisNotReady is /readyz while Redis does not answer: it says so, and
