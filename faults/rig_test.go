@@ -195,7 +195,8 @@ func newRig(t *testing.T, dbURL string, closed, replica bool) *rig {
 			r.urls = append(r.urls, in.URL)
 		}
 		if errs[i] != nil {
-			t.Fatal(errs[i])
+			out, _ := os.ReadFile(r.log)
+			t.Fatalf("%v; the servers' output:\n%s", errs[i], out[max(0, len(out)-4096):])
 		}
 	}
 	r.resolveKeyIDs(t, admin)
