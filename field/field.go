@@ -1,9 +1,14 @@
 // Package field holds the error type that names the request field a value
 // was rejected for, shared by the geofence and tiles validators so the HTTP
-// layer maps one type to a 400 response.
+// layer maps one type to a 400 response, and the one strict syntax every
+// number in a request is read with.
 package field
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Error reports that the value of one input field is invalid.
 // Match it with errors.As.
@@ -20,4 +25,68 @@ func (e *Error) Error() string {
 // Invalid returns an *Error for the field with a formatted reason.
 func Invalid(name, format string, args ...any) *Error {
 	return &Error{Field: name, Reason: fmt.Sprintf(format, args...)}
+}
+
+// What Float and Int accept, as their errors say it.
+const (
+	decimalForm = "a plain decimal number such as -73.98"
+	wholeForm   = "a plain whole number such as 12"
+)
+
+// Float reads s, the value of the named field, as a plain decimal number:
+// an optional '-', digits with no superfluous leading zero, and an optional
+// '.' followed by digits. Anything else strconv.ParseFloat would take ("+1",
+// "1_0", "0x1p1", "1e3", ".5", "inf", "NaN") is refused, so what a client
+// sent is what it meant, and a typo is an error rather than another number.
+// The error is an *Error naming the field.
+func Float(name, s string) (float64, error) {
+	if !isDecimal(s) {
+		return 0, syntaxError(name, s, decimalForm)
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil { // the syntax is checked: only a value beyond float64 is left
+		return 0, Invalid(name, "is too large")
+	}
+	return v, nil
+}
+
+// Int reads s, the value of the named field, as a plain whole number: digits
+// with no sign and no superfluous leading zero ("0" itself is fine). The
+// error is an *Error naming the field.
+func Int(name, s string) (int64, error) {
+	if !isNatural(s) {
+		return 0, syntaxError(name, s, wholeForm)
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil { // the syntax is checked: only a value beyond int64 is left
+		return 0, Invalid(name, "is too large")
+	}
+	return v, nil
+}
+
+func syntaxError(name, s, form string) *Error {
+	if s == "" {
+		return Invalid(name, "is required: %s", form)
+	}
+	return Invalid(name, "must be %s", form)
+}
+
+// isDecimal reports whether s is -?(0|[1-9][0-9]*)(\.[0-9]+)?.
+func isDecimal(s string) bool {
+	whole, frac, dot := strings.Cut(strings.TrimPrefix(s, "-"), ".")
+	return isNatural(whole) && (!dot || frac != "" && isDigits(frac))
+}
+
+// isNatural reports whether s is 0|[1-9][0-9]*.
+func isNatural(s string) bool {
+	return s == "0" || s != "" && s[0] != '0' && isDigits(s)
+}
+
+func isDigits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

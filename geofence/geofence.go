@@ -12,7 +12,6 @@ package geofence
 import (
 	"context"
 	"math"
-	"strconv"
 
 	"github.com/paulmach/orb/geojson"
 
@@ -90,49 +89,45 @@ func FenceCollection(fs []dataset.Fence) *geojson.FeatureCollection {
 	return fc
 }
 
-// ParseWithin reads a WithinQuery from the text of request parameters; an
-// empty limit means DefaultLimit. The result is validated.
+// ParseWithin reads a WithinQuery from the text of request parameters, each
+// number in the strict syntax of field.Float and field.Int; an empty limit
+// means DefaultLimit. The result is validated.
 func ParseWithin(lng, lat, radius, limit string) (WithinQuery, error) {
 	var q WithinQuery
 	var err error
-	if q.Lng, err = parseFloat("lng", lng); err != nil {
+	if q.Lng, err = field.Float("lng", lng); err != nil {
 		return q, err
 	}
-	if q.Lat, err = parseFloat("lat", lat); err != nil {
+	if q.Lat, err = field.Float("lat", lat); err != nil {
 		return q, err
 	}
-	if q.Radius, err = parseFloat("radius", radius); err != nil {
+	if q.Radius, err = field.Float("radius", radius); err != nil {
 		return q, err
 	}
 	q.Limit = DefaultLimit
 	if limit != "" {
-		if q.Limit, err = strconv.Atoi(limit); err != nil {
-			return q, field.Invalid("limit", "must be an integer")
+		n, err := field.Int("limit", limit)
+		if err != nil {
+			return q, err
 		}
+		q.Limit = int(min(n, MaxLimit+1)) // Validate refuses anything above MaxLimit; no int wraps
 	}
 	return q, q.Validate()
 }
 
 // ParseContains reads a ContainsQuery (without geometry) from the text of
-// request parameters. The result is validated.
+// request parameters, in the strict syntax of field.Float. The result is
+// validated.
 func ParseContains(lng, lat string) (ContainsQuery, error) {
 	var q ContainsQuery
 	var err error
-	if q.Lng, err = parseFloat("lng", lng); err != nil {
+	if q.Lng, err = field.Float("lng", lng); err != nil {
 		return q, err
 	}
-	if q.Lat, err = parseFloat("lat", lat); err != nil {
+	if q.Lat, err = field.Float("lat", lat); err != nil {
 		return q, err
 	}
 	return q, q.Validate()
-}
-
-func parseFloat(name, s string) (float64, error) {
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, field.Invalid(name, "must be a number")
-	}
-	return v, nil
 }
 
 // Validate returns a *field.Error for the first invalid field of q.

@@ -46,6 +46,23 @@ func TestParseWithin(t *testing.T) {
 		{name: "limit zero", lng: "0", lat: "0", radius: "1", limit: "0", field: "limit"},
 		{name: "limit over max", lng: "0", lat: "0", radius: "1", limit: "1001", field: "limit"},
 		{name: "limit not an integer", lng: "0", lat: "0", radius: "1", limit: "2.5", field: "limit"},
+		// Plain decimal only: what strconv would also have read.
+		{name: "negative zero", lng: "-0", lat: "-0.0", radius: "0.5", limit: "1000", want: WithinQuery{0, 0, 0.5, 1000}},
+		{name: "lng with underscore", lng: "1_0", lat: "0", radius: "1", field: "lng"},
+		{name: "lng with leading zero", lng: "010", lat: "0", radius: "1", field: "lng"},
+		{name: "lat with plus", lng: "0", lat: "+1", radius: "1", field: "lat"},
+		{name: "lat with space", lng: "0", lat: " 1", radius: "1", field: "lat"},
+		{name: "lat without integer part", lng: "0", lat: ".5", radius: "1", field: "lat"},
+		{name: "radius hex float", lng: "0", lat: "0", radius: "0x1p1", field: "radius"},
+		{name: "radius exponent", lng: "0", lat: "0", radius: "1e3", field: "radius"},
+		{name: "radius trailing dot", lng: "0", lat: "0", radius: "5.", field: "radius"},
+		{name: "radius inf", lng: "0", lat: "0", radius: "inf", field: "radius"},
+		{name: "limit leading zero", lng: "0", lat: "0", radius: "1", limit: "01", field: "limit"},
+		{name: "limit with plus", lng: "0", lat: "0", radius: "1", limit: "+5", field: "limit"},
+		{name: "limit with underscore", lng: "0", lat: "0", radius: "1", limit: "1_0", field: "limit"},
+		{name: "limit hex", lng: "0", lat: "0", radius: "1", limit: "0x10", field: "limit"},
+		{name: "limit beyond int64", lng: "0", lat: "0", radius: "1", limit: "99999999999999999999", field: "limit"},
+		{name: "limit largest int64", lng: "0", lat: "0", radius: "1", limit: "9223372036854775807", field: "limit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q, err := ParseWithin(tc.lng, tc.lat, tc.radius, tc.limit)
@@ -64,6 +81,10 @@ func TestParseContains(t *testing.T) {
 		{"-118.25", "34.05", ""},
 		{"", "34", "lng"},
 		{"1", "91", "lat"},
+		{"1_0", "0", "lng"},
+		{"0", "0x1p1", "lat"},
+		{"0", "4.5e1", "lat"},
+		{"-0.0", "00", "lat"},
 	} {
 		_, err := ParseContains(tc.lng, tc.lat)
 		checkField(t, err, tc.field)
@@ -228,5 +249,65 @@ func TestExplainUsesIndex(t *testing.T) {
 				t.Errorf("plan does not scan %s:\n%s", tc.index, p)
 			}
 		})
+	}
+}
+
+// FuzzParseWithin: any parameters give a valid query or a *field.Error
+// naming one of them, never a panic; an accepted number is spelt with
+// digits, '-' and '.' alone.
+func FuzzParseWithin(f *testing.F) {
+	f.Add("2.35", "48.85", "5000", "7")
+	f.Add("-180", "90", "100000", "")
+	f.Add("1_0", "0x1p1", "1e3", "01")
+	f.Add("NaN", "-Inf", "+1", "-1")
+	f.Add("0", "0", "100000.0000000001", "1000")
+	f.Fuzz(func(t *testing.T, lng, lat, radius, limit string) {
+		q, err := ParseWithin(lng, lat, radius, limit)
+		if err != nil {
+			checkRejected(t, err, "lng", "lat", "radius", "limit")
+			return
+		}
+		if err := q.Validate(); err != nil {
+			t.Fatalf("ParseWithin(%q, %q, %q, %q) = %+v, which is invalid: %v", lng, lat, radius, limit, q, err)
+		}
+		checkPlain(t, lng, lat, radius, limit)
+	})
+}
+
+// FuzzParseContains is FuzzParseWithin for a point.
+func FuzzParseContains(f *testing.F) {
+	f.Add("-118.25", "34.05")
+	f.Add("1_0", "0x1p1")
+	f.Add("", "+Inf")
+	f.Fuzz(func(t *testing.T, lng, lat string) {
+		q, err := ParseContains(lng, lat)
+		if err != nil {
+			checkRejected(t, err, "lng", "lat")
+			return
+		}
+		if err := q.Validate(); err != nil {
+			t.Fatalf("ParseContains(%q, %q) = %+v, which is invalid: %v", lng, lat, q, err)
+		}
+		checkPlain(t, lng, lat)
+	})
+}
+
+// checkRejected fails unless err is a *field.Error for one of fields.
+func checkRejected(t *testing.T, err error, fields ...string) {
+	t.Helper()
+	var fe *field.Error
+	if !errors.As(err, &fe) || !slices.Contains(fields, fe.Field) || fe.Reason == "" {
+		t.Fatalf("error %v, want a *field.Error for one of %v", err, fields)
+	}
+}
+
+// checkPlain fails if an accepted number holds anything but digits, '-'
+// and '.'.
+func checkPlain(t *testing.T, ss ...string) {
+	t.Helper()
+	for _, s := range ss {
+		if strings.Trim(s, "-.0123456789") != "" {
+			t.Fatalf("%q was accepted as a number", s)
+		}
 	}
 }

@@ -3,14 +3,15 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/tileapi/tileapi/field"
 	"github.com/tileapi/tileapi/keys"
+	"github.com/tileapi/tileapi/plans"
 )
 
 // keyJSON is an API key as the admin API shows it: never its secret.
@@ -21,10 +22,12 @@ type keyJSON struct {
 	Plan      string     `json:"plan"`
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	// Overrides are the key's own changes to its plan (plans.Overrides).
+	Overrides json.RawMessage `json:"overrides,omitempty"`
 }
 
 func keyOf(k keys.Key) keyJSON {
-	j := keyJSON{ID: k.ID, Prefix: k.Prefix, Name: k.Name, Plan: k.Plan, CreatedAt: k.CreatedAt}
+	j := keyJSON{ID: k.ID, Prefix: k.Prefix, Name: k.Name, Plan: k.Plan, CreatedAt: k.CreatedAt, Overrides: k.Overrides}
 	if k.Revoked() {
 		j.RevokedAt = &k.RevokedAt
 	}
@@ -121,12 +124,69 @@ func (s *Server) handleSetPlan(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, keyOf(k))
 }
 
+// handleSetOverrides serves PUT /admin/keys/{id}/overrides with the JSON of
+// plans.Overrides: limits that replace or add to the key's plan's, and its
+// in-flight limit. They take effect on every server within the key index's
+// refresh interval; a bad override is a 400 naming it.
+func (s *Server) handleSetOverrides(w http.ResponseWriter, r *http.Request) {
+	s.withKey(w, r, func(k keys.Key) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			s.fail(w, r, field.Invalid("body", "could not be read: %v", err))
+			return
+		}
+		o, err := plans.ParseOverrides(body)
+		if err == nil && o.IsZero() {
+			err = field.Invalid("overrides", "change nothing; DELETE them instead")
+		}
+		if err == nil {
+			err = s.checkOverrides(k, o)
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		canonical, err := json.Marshal(o)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		s.storeOverrides(w, r, k.ID, canonical)
+	})
+}
+
+// handleDeleteOverrides serves DELETE /admin/keys/{id}/overrides: the key
+// goes back to its plan alone.
+func (s *Server) handleDeleteOverrides(w http.ResponseWriter, r *http.Request) {
+	s.withKey(w, r, func(k keys.Key) { s.storeOverrides(w, r, k.ID, nil) })
+}
+
+func (s *Server) storeOverrides(w http.ResponseWriter, r *http.Request, id int64, overrides []byte) {
+	k, err := s.cfg.KeyAdmin.SetOverrides(r.Context(), id, overrides)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.keysChanged(r.Context())
+	writeJSON(w, http.StatusOK, keyOf(k))
+}
+
+// checkOverrides reports overrides that do not make a valid plan of k's.
+func (s *Server) checkOverrides(k keys.Key, o plans.Overrides) error {
+	p, ok := s.cfg.Plans.Lookup(k.Plan)
+	if !ok {
+		return &unknownPlanError{plan: k.Plan}
+	}
+	_, err := p.With(o)
+	return err
+}
+
 // handleKeyUsage serves GET /admin/keys/{id}/usage.
 func (s *Server) handleKeyUsage(w http.ResponseWriter, r *http.Request) {
 	s.withKey(w, r, func(k keys.Key) {
-		p, ok := s.cfg.Plans.Lookup(k.Plan)
-		if !ok {
-			s.fail(w, r, &unknownPlanError{plan: k.Plan})
+		p, err := s.planOf(k)
+		if err != nil {
+			s.fail(w, r, err)
 			return
 		}
 		d, err := s.quota.Peek(r.Context(), KeyIdentity(k.ID), p.Quota)
@@ -182,8 +242,11 @@ func (s *Server) checkPlan(name string) error {
 }
 
 func keyID(r *http.Request) (int64, error) {
-	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
-	if err != nil || id < 1 {
+	id, err := field.Int("id", chi.URLParam(r, "id"))
+	if err != nil {
+		return 0, err
+	}
+	if id < 1 {
 		return 0, field.Invalid("id", "must be a positive integer")
 	}
 	return id, nil

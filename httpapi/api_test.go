@@ -171,6 +171,7 @@ func TestBadInputNotCharged(t *testing.T) {
 		{"/v1/geofence/within?lng=0&lat=0", "radius"},
 		{"/v1/geofence/contains?lng=0&lat=x", "lat"},
 		{"/v1/geofence/contains?lng=0&lat=0&geometry=maybe", "geometry"},
+		{"/v1/geofence/contains?lng=0&lat=0&geometry=1", "geometry"},
 		{"/v1/tiles/places/2/4/0.mvt", "x"},
 		{"/v1/tiles/places/2/0/-1.mvt", "y"},
 		{"/v1/tiles/counties/1/0/0.mvt", "z"},

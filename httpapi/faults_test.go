@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tileapi/tileapi/internal/spatialtest"
 	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota"
 )
 
 // A hung Redis (alive, silent) costs a request no more than the quota
@@ -131,5 +133,23 @@ func TestShadowOverPlan(t *testing.T) {
 	}
 	if u := e.used(t, key("five")...); !slices.Equal(u, []int64{0}) {
 		t.Errorf("used %v: nothing over the plan is charged", u)
+	}
+}
+
+// A price the quota refuses as invalid (above quota.MaxUnits: a plan the
+// plans file refuses, so only a bug can get here) is a 500, never served
+// unmetered as if Redis were down.
+func TestInvalidPriceIsNoOutage(t *testing.T) {
+	e := newEnv(t)
+	p, _ := e.server.cfg.Plans.Lookup("std")
+	served := false
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodGet, contains, nil)
+	e.server.serve(w, r, caller{identity: "key:invalid", plan: p}, metered{
+		route: "contains", cost: quota.MaxUnits + 1,
+		work: func(context.Context) (*response, error) { served = true; return jsonResponse("x") },
+	})
+	if w.Code != http.StatusInternalServerError || served || w.Header().Get(headerStatus) != "" {
+		t.Errorf("status %d, served %v, %s %q; want a 500, unserved", w.Code, served, headerStatus, w.Header().Get(headerStatus))
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/paulmach/orb/maptile"
@@ -259,13 +258,13 @@ func jsonResponse(v any) (*response, error) {
 	return &response{contentType: "application/json", body: b}, nil
 }
 
+// parseBool reads "true" or "false", spelt so; empty is false.
 func parseBool(name, s string) (bool, error) {
-	if s == "" {
+	switch s {
+	case "", "false":
 		return false, nil
+	case "true":
+		return true, nil
 	}
-	b, err := strconv.ParseBool(s)
-	if err != nil {
-		return false, field.Invalid(name, "must be true or false")
-	}
-	return b, nil
+	return false, field.Invalid(name, "must be true or false")
 }

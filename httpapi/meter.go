@@ -51,11 +51,33 @@ func (s *Server) identify(r *http.Request) (caller, error) {
 	if err != nil {
 		return caller{}, err
 	}
-	p, ok := s.cfg.Plans.Lookup(k.Plan)
-	if !ok {
-		return caller{}, &unknownPlanError{plan: k.Plan}
+	p, err := s.planOf(k)
+	if err != nil {
+		return caller{}, err
 	}
 	return caller{identity: KeyIdentity(k.ID), plan: p, keyPrefix: prefix}, nil
+}
+
+// planOf is k's plan with k's own overrides applied. Overrides that no
+// longer apply (a plans file changed under them) are logged and left out:
+// the key keeps its plan.
+func (s *Server) planOf(k keys.Key) (plans.Plan, error) {
+	p, ok := s.cfg.Plans.Lookup(k.Plan)
+	if !ok {
+		return plans.Plan{}, &unknownPlanError{plan: k.Plan}
+	}
+	if k.Overrides == nil {
+		return p, nil
+	}
+	o, err := plans.ParseOverrides(k.Overrides)
+	if err == nil {
+		var with plans.Plan
+		if with, err = p.With(o); err == nil {
+			return with, nil
+		}
+	}
+	s.log.Error("a key's overrides do not apply to its plan; serving the plan alone", "key", k.Prefix, "err", err)
+	return p, nil
 }
 
 // presentedKey is the secret the request presents, or "".
@@ -148,7 +170,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m meter
 		s.metrics.decisions.WithLabelValues(c.plan.Name, "in_flight_exceeded").Inc()
 		s.shadowOr(w, r, c, m, err)
 		return
-	case err != nil && s.cfg.FailClosed:
+	case err != nil && (s.cfg.FailClosed || !isStoreFailure(err)):
 		s.fail(w, r, err)
 		return
 	}
@@ -163,6 +185,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m meter
 	case errors.As(err, &tooCostly):
 		s.metrics.decisions.WithLabelValues(c.plan.Name, "too_costly").Inc()
 		s.shadowOr(w, r, c, m, &overPlanError{plan: c.plan, cost: m.cost, limit: tooCostly.Limit, fits: m.fits})
+		return
+	case err != nil && !isStoreFailure(err):
+		// A charge the quota refuses as invalid is a bug of ours (a price
+		// out of range), never an outage to serve unmetered.
+		s.fail(w, r, err)
 		return
 	case err != nil:
 		s.metrics.redisErrors.Inc()
@@ -242,6 +269,13 @@ func (s *Server) release(ctx context.Context, l inflight.Lease) func() {
 			s.quotaStoreFailed(ctx, err)
 		}
 	}
+}
+
+// isStoreFailure reports a failure of Redis, where the failure policy
+// decides, as opposed to a call the store refused.
+func isStoreFailure(err error) bool {
+	var down *quotaUnavailableError
+	return errors.As(err, &down)
 }
 
 // shadowOr refuses a request the quota does not admit with err, or in

@@ -62,7 +62,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			slog.String("method", r.Method),
 			slog.String("route", route),
 			slog.Int("status", status),
-			slog.Duration("duration", time.Since(start)),
+			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 			slog.String("key", note.keyPrefix),
 			slog.String("quota", ww.Header().Get(headerStatus)),
 			slog.String("cost", ww.Header().Get("X-RateLimit-Cost")),

@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/go-chi/cors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tileapi/tileapi/web"
@@ -23,9 +24,13 @@ func (s *Server) routes() http.Handler {
 	r.Use(middleware.Recoverer)
 	r.Use(middleware.RequestSize(maxBodyBytes))
 	r.Use(middleware.Compress(5, "application/json", "application/geo+json", "application/problem+json", "application/vnd.mapbox-vector-tile"))
-	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+	// HEAD is served, and metered, as the GET it stands for: the same work
+	// makes its ETag and length.
+	r.Use(middleware.GetHead)
+	notFound := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeProblem(w, problemFor(errRouteNotFound))
 	})
+	r.NotFound(notFound)
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
 		writeProblem(w, problemFor(errMethodNotAllowed))
 	})
@@ -35,11 +40,16 @@ func (s *Server) routes() http.Handler {
 	r.Get("/readyz", s.handleReadyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	r.Get("/openapi.json", handleOpenAPI)
-	page := web.Handler(s.cfg.DemoKey) // the demo page
+	page := web.Handler(s.cfg.DemoKey, notFound) // the demo page
 	r.Method(http.MethodGet, "/", page)
 	r.Method(http.MethodGet, "/assets/*", page)
 
 	r.Route("/v1", func(r chi.Router) {
+		// Map libraries on customers' own sites call the API: CORS, on
+		// the public routes only, never on /admin.
+		if len(s.cfg.AllowedOrigins) > 0 {
+			r.Use(cors.Handler(corsOptions(s.cfg.AllowedOrigins)))
+		}
 		r.Get("/geofence/within", s.handleWithin)
 		r.Get("/geofence/contains", s.handleContains)
 		r.Get("/tiles", s.handleCatalog)
@@ -56,8 +66,25 @@ func (s *Server) routes() http.Handler {
 		r.Get("/keys/{id}", s.handleGetKey)
 		r.Delete("/keys/{id}", s.handleRevokeKey)
 		r.Put("/keys/{id}/plan", s.handleSetPlan)
+		r.Put("/keys/{id}/overrides", s.handleSetOverrides)
+		r.Delete("/keys/{id}/overrides", s.handleDeleteOverrides)
 		r.Get("/keys/{id}/usage", s.handleKeyUsage)
 		r.Delete("/keys/{id}/usage", s.handleResetUsage)
 	})
 	return r
+}
+
+// corsOptions lets pages of origins (or any, "*") call the API with a key,
+// and read the quota headers a map client needs to pace itself.
+func corsOptions(origins []string) cors.Options {
+	return cors.Options{
+		AllowedOrigins: origins,
+		AllowedMethods: []string{http.MethodGet, http.MethodHead},
+		AllowedHeaders: []string{"X-API-Key", "Authorization", "If-None-Match"},
+		ExposedHeaders: []string{
+			"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining",
+			"X-RateLimit-Reset", "X-RateLimit-Cost", headerStatus, "Retry-After", "ETag", "X-Tile-Cache",
+		},
+		MaxAge: 600, // seconds a browser may cache a preflight
+	}
 }

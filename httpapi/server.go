@@ -80,6 +80,7 @@ type KeyAdmin interface {
 	Get(ctx context.Context, id int64) (keys.Key, error)
 	Revoke(ctx context.Context, id int64) (keys.Key, error)
 	SetPlan(ctx context.Context, id int64, plan string) (keys.Key, error)
+	SetOverrides(ctx context.Context, id int64, overrides []byte) (keys.Key, error)
 }
 
 // Check is one readiness check: a name and a ping.
@@ -132,6 +133,11 @@ type Config struct {
 	// made-up keys cannot reach the key store. Keys in the index are never
 	// refused. Default DefaultUnknownKeys; negative disables the guard.
 	UnknownKeys int64
+	// AllowedOrigins are the origins whose pages may call /v1 (CORS), "*"
+	// for any; nil means any (keys, not origins, are the API's
+	// credentials, as for other tile servers), an empty non-nil slice
+	// none. /admin never answers CORS.
+	AllowedOrigins []string
 	// PublicURL is the scheme and host clients reach the service at, for
 	// the URLs in TileJSON (default: taken from each request).
 	PublicURL string
@@ -174,6 +180,9 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.QuotaTimeout <= 0 {
 		cfg.QuotaTimeout = 50 * time.Millisecond
+	}
+	if cfg.AllowedOrigins == nil {
+		cfg.AllowedOrigins = []string{"*"}
 	}
 	if cfg.KeyTimeout <= 0 {
 		cfg.KeyTimeout = time.Second

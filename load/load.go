@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/paulmach/orb/encoding/wkb"
 	"github.com/schollz/progressbar/v3"
@@ -54,16 +55,27 @@ ANALYZE fences`
 	versionSQL = `SELECT version FROM data_version`
 )
 
-// ErrNotLoaded reports a database into which no data has been loaded.
-var ErrNotLoaded = errors.New("load: no data loaded: run tileapi load")
+var (
+	// ErrNotLoaded reports a database into which no data has been loaded.
+	ErrNotLoaded = errors.New("load: no data loaded: run tileapi load")
+	// ErrNotMigrated reports a database without tileapi's schema.
+	ErrNotMigrated = errors.New("load: the database has no tileapi schema: run tileapi migrate && tileapi load")
+)
+
+// undefinedTable is PostgreSQL's SQLSTATE for a relation that does not
+// exist.
+const undefinedTable = "42P01"
 
 // Version returns the version of the data last loaded: a new one each load.
 func Version(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 	var v string
 	err := pool.QueryRow(ctx, versionSQL).Scan(&v)
+	var pgErr *pgconn.PgError
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return "", ErrNotLoaded
+	case errors.As(err, &pgErr) && pgErr.Code == undefinedTable:
+		return "", ErrNotMigrated
 	case err != nil:
 		return "", fmt.Errorf("load: version: %w", err)
 	}

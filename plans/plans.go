@@ -4,9 +4,11 @@
 package plans
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -131,19 +133,36 @@ func newSet(ps []Plan) (Set, error) {
 
 func (p Plan) validate() error {
 	if p.Name == "" || p.Name != p.Quota.Name {
-		return fmt.Errorf("plans: plan %q: the name is empty or differs from its quota's", p.Name)
+		return fmt.Errorf("plan %q: the name is empty or differs from its quota's", p.Name)
 	}
 	if err := p.Quota.Validate(); err != nil {
-		return fmt.Errorf("plans: plan %q: %w", p.Name, err)
+		return fmt.Errorf("plan %q: %w", p.Name, err)
 	}
 	if !(p.MaxRadius > 0) {
-		return fmt.Errorf("plans: plan %q: max_radius_m must be positive", p.Name)
+		return fmt.Errorf("plan %q: max_radius_m must be positive", p.Name)
 	}
 	if err := p.Cost.Validate(); err != nil {
-		return fmt.Errorf("plans: plan %q: %w", p.Name, err)
+		return fmt.Errorf("plan %q: %w", p.Name, err)
+	}
+	// Every price must be one the quota can charge: a cost above
+	// quota.MaxUnits is refused as an invalid charge, not as a request too
+	// costly for the plan. A search costs at most its price at MaxRadius
+	// (a larger radius is refused before it is priced), a tile at most its
+	// layer's cap.
+	if x := p.MaxRadius / p.Cost.RadiusUnit; x*x > quota.MaxUnits {
+		return fmt.Errorf("plan %q: a search of max_radius_m %g costs more than %d units with radius_unit_m %g",
+			p.Name, p.MaxRadius, int64(quota.MaxUnits), p.Cost.RadiusUnit)
+	}
+	if p.Cost.Flat > quota.MaxUnits {
+		return fmt.Errorf("plan %q: cost: flat %d is above %d units", p.Name, p.Cost.Flat, int64(quota.MaxUnits))
+	}
+	for layer, t := range p.Cost.Tiles {
+		if t.Max > quota.MaxUnits {
+			return fmt.Errorf("plan %q: cost: tiles %q: max %d is above %d units", p.Name, layer, t.Max, int64(quota.MaxUnits))
+		}
 	}
 	if p.MaxInFlight < 0 {
-		return fmt.Errorf("plans: plan %q: max_in_flight must be 0 (no limit) or more", p.Name)
+		return fmt.Errorf("plan %q: max_in_flight must be 0 (no limit) or more", p.Name)
 	}
 	return nil
 }
@@ -182,29 +201,58 @@ type FileLimit struct {
 }
 
 // Load returns the compiled-in plans, with those of the JSON file at path
-// replacing or adding plans of the same name. An empty path means the
-// defaults alone.
+// replacing or adding plans of the same name (see Parse). An empty path
+// means the defaults alone.
 func Load(path string) (Set, error) {
-	defaults := Defaults()
 	if path == "" {
-		return defaults, nil
+		return Defaults(), nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return Set{}, fmt.Errorf("plans: %w", err)
 	}
-	var f File
-	if err := json.Unmarshal(b, &f); err != nil {
+	s, err := parse(b)
+	if err != nil {
 		return Set{}, fmt.Errorf("plans: %s: %w", path, err)
 	}
-	if len(f.Plans) == 0 {
-		return Set{}, fmt.Errorf("plans: %s: no plans", path)
+	return s, nil
+}
+
+// Parse returns the compiled-in plans, with those of b, a File in JSON,
+// replacing or adding plans of the same name. A field the File does not
+// have, a plan named twice and a plan that cannot be enforced or priced are
+// errors that name the plan and what is wrong with it.
+func Parse(b []byte) (Set, error) {
+	s, err := parse(b)
+	if err != nil {
+		return Set{}, fmt.Errorf("plans: %w", err)
 	}
-	ps := defaults.All()
+	return s, nil
+}
+
+func parse(b []byte) (Set, error) {
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields() // a misspelt field would silently take its default
+	if err := dec.Decode(&f); err != nil {
+		return Set{}, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Set{}, errors.New("data after the plans object")
+	}
+	if len(f.Plans) == 0 {
+		return Set{}, errors.New("no plans")
+	}
+	ps := Defaults().All()
+	named := make(map[string]bool, len(f.Plans))
 	for _, fp := range f.Plans {
+		if named[fp.Name] {
+			return Set{}, fmt.Errorf("plan %q is defined twice", fp.Name)
+		}
+		named[fp.Name] = true
 		p, err := fp.plan()
 		if err != nil {
-			return Set{}, fmt.Errorf("plans: %s: %w", path, err)
+			return Set{}, err
 		}
 		ps = append(ps, p)
 	}

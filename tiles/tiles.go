@@ -15,7 +15,6 @@ package tiles
 import (
 	"context"
 	"math"
-	"strconv"
 
 	"github.com/paulmach/orb/maptile"
 
@@ -141,38 +140,42 @@ func LookupLayer(name string) (Layer, error) {
 	return Layer{}, field.Invalid("layer", "unknown layer %q", name)
 }
 
-// Parse reads a layer name and z/x/y from the text of a request path and
-// validates them.
+// Parse reads a layer name and z/x/y from the text of a request path, each
+// number in the strict syntax of field.Int, and validates them.
 func Parse(layer, z, x, y string) (Layer, maptile.Tile, error) {
 	l, err := LookupLayer(layer)
 	if err != nil {
 		return l, maptile.Tile{}, err
 	}
-	var v [3]uint64
+	var v [3]int64
 	for i, c := range []struct{ name, s string }{{"z", z}, {"x", x}, {"y", y}} {
-		if v[i], err = strconv.ParseUint(c.s, 10, 32); err != nil {
-			return l, maptile.Tile{}, field.Invalid(c.name, "must be a non-negative integer")
+		if v[i], err = field.Int(c.name, c.s); err != nil {
+			return l, maptile.Tile{}, err
 		}
 	}
-	if v[0] > 30 {
-		return l, maptile.Tile{}, field.Invalid("z", "must be in [%d, %d] for layer %s", l.MinZoom, l.MaxZoom, l.Name)
+	// Checked before the tile is made: a maptile.Tile would truncate them.
+	if err := l.check(v[0], v[1], v[2]); err != nil {
+		return l, maptile.Tile{}, err
 	}
-	t := maptile.New(uint32(v[1]), uint32(v[2]), maptile.Zoom(v[0]))
-	return l, t, l.Validate(t)
+	return l, maptile.New(uint32(v[1]), uint32(v[2]), maptile.Zoom(v[0])), nil
 }
 
 // Validate returns a *field.Error if t is outside the layer's zoom range or
 // its x or y is outside [0, 2^z).
 func (l Layer) Validate(t maptile.Tile) error {
-	if int(t.Z) < l.MinZoom || int(t.Z) > l.MaxZoom {
+	return l.check(int64(t.Z), int64(t.X), int64(t.Y))
+}
+
+func (l Layer) check(z, x, y int64) error {
+	if z < int64(l.MinZoom) || z > int64(l.MaxZoom) {
 		return field.Invalid("z", "must be in [%d, %d] for layer %s", l.MinZoom, l.MaxZoom, l.Name)
 	}
-	n := uint64(1) << t.Z
-	if uint64(t.X) >= n {
-		return field.Invalid("x", "must be in [0, %d) at zoom %d", n, t.Z)
+	n := int64(1) << z // z <= MaxZoom, far below 63
+	if x < 0 || x >= n {
+		return field.Invalid("x", "must be in [0, %d) at zoom %d", n, z)
 	}
-	if uint64(t.Y) >= n {
-		return field.Invalid("y", "must be in [0, %d) at zoom %d", n, t.Z)
+	if y < 0 || y >= n {
+		return field.Invalid("y", "must be in [0, %d) at zoom %d", n, z)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,18 +50,60 @@ func TestParse(t *testing.T) {
 		{"places", "2", "4", "0", "x"},
 		{"places", "2", "x", "0", "x"},
 		{"places", "2", "0", "4", "y"},
+		// Plain decimal only: what strconv would also have read.
+		{"places", "01", "0", "0", "z"},
+		{"places", "1", "00", "0", "x"},
+		{"places", "1", "0", "01", "y"},
+		{"places", "+1", "0", "0", "z"},
+		{"places", "1_0", "0", "0", "z"},
+		{"places", "0x1", "0", "0", "z"},
+		{"places", "1e1", "0", "0", "z"},
+		{"places", " 1", "0", "0", "z"},
+		{"places", "", "0", "0", "z"},
+		{"places", "2", "-0", "0", "x"},
+		{"places", "14", "4294967296", "0", "x"},           // 2^32, which a uint32 would read as 0
+		{"places", "14", "0", "18446744073709551616", "y"}, // 2^64
 	} {
-		t.Run(strings.Join([]string{tc.layer, tc.z, tc.x, tc.y}, "/"), func(t *testing.T) {
-			_, _, err := Parse(tc.layer, tc.z, tc.x, tc.y)
+		t.Run(strings.Join([]string{tc.layer, tc.z, tc.x, tc.y}, ","), func(t *testing.T) {
+			l, tile, err := Parse(tc.layer, tc.z, tc.x, tc.y)
 			var fe *field.Error
 			switch {
 			case tc.field == "" && err != nil:
 				t.Fatalf("unexpected error %v", err)
+			case tc.field == "" && (l.Name != tc.layer || fmt.Sprintf("%d,%d,%d", tile.Z, tile.X, tile.Y) != tc.z+","+tc.x+","+tc.y):
+				t.Fatalf("got %s %d/%d/%d", l.Name, tile.Z, tile.X, tile.Y)
 			case tc.field != "" && (!errors.As(err, &fe) || fe.Field != tc.field):
 				t.Fatalf("error %v, want a *field.Error for %s", err, tc.field)
 			}
 		})
 	}
+}
+
+// FuzzParse: any path segments give a tile of the layer that its Validate
+// accepts, spelt exactly as it was asked for, or a *field.Error naming the
+// layer, z, x or y; never a panic.
+func FuzzParse(f *testing.F) {
+	f.Add("places", "14", "16383", "0")
+	f.Add("counties", "3", "1", "2")
+	f.Add("roads", "01", "+1", "1_0")
+	f.Add("places", "1e1", "0x1", " 1")
+	f.Add("countries", "10", "4294967296", "18446744073709551616")
+	f.Fuzz(func(t *testing.T, layer, z, x, y string) {
+		l, tile, err := Parse(layer, z, x, y)
+		if err != nil {
+			var fe *field.Error
+			if !errors.As(err, &fe) || !slices.Contains([]string{"layer", "z", "x", "y"}, fe.Field) {
+				t.Fatalf("Parse(%q, %q, %q, %q): error %v, want a *field.Error", layer, z, x, y, err)
+			}
+			return
+		}
+		if l.Name != layer || l.Validate(tile) != nil {
+			t.Fatalf("Parse(%q, %q, %q, %q) = %s %v, which is invalid", layer, z, x, y, l.Name, tile)
+		}
+		if got := fmt.Sprintf("%d/%d/%d", tile.Z, tile.X, tile.Y); got != z+"/"+x+"/"+y {
+			t.Fatalf("Parse(%q, %q, %q, %q) = %s: one tile, two spellings", layer, z, x, y, got)
+		}
+	})
 }
 
 func TestMinPopulation(t *testing.T) {

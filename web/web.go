@@ -41,10 +41,12 @@ func newAsset(name string, body []byte) asset {
 }
 
 // Handler serves the page at GET / with demoKey prefilled in its key field,
-// and its files under /assets/. It answers nothing else: mount it on those
-// two paths only. It never panics on a request; it panics at start only if
-// the embedded page is broken, which its test rules out.
-func Handler(demoKey string) http.Handler {
+// and its files under /assets/; notFound answers a path under /assets/ that
+// is none of them, so the service's 404s all look alike. It answers nothing
+// else: mount it on those two paths only. It never panics on a request; it
+// panics at start only if the embedded page is broken, which its test rules
+// out.
+func Handler(demoKey string, notFound http.Handler) http.Handler {
 	assets := make(map[string]asset)
 	sum := sha256.New()
 	err := fs.WalkDir(dist, "dist/assets", func(p string, d fs.DirEntry, err error) error {
@@ -84,7 +86,7 @@ func Handler(demoKey string) http.Handler {
 			a, ok = assets[r.URL.Path]
 		}
 		if !ok {
-			http.NotFound(w, r)
+			notFound.ServeHTTP(w, r)
 			return
 		}
 		h := w.Header()

@@ -40,7 +40,7 @@ const (
 const tinyPlan = `{"plans": [{"name": "tiny", "max_radius_m": 5000, "limits": [{"name": "burst", "max": 12, "window": "4s"}]}]}`
 
 func TestHandler(t *testing.T) {
-	h := web.Handler(`demo-"<key>`)
+	h := web.Handler(`demo-"<key>`, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }))
 	for _, tc := range []struct {
 		method, path string
 		status       int
@@ -51,7 +51,7 @@ func TestHandler(t *testing.T) {
 		{"GET", "/assets/app.js", http.StatusOK, "text/javascript; charset=utf-8", ""},
 		{"GET", "/assets/app.css", http.StatusOK, "text/css; charset=utf-8", ""},
 		{"GET", "/assets/licenses.txt", http.StatusOK, "text/plain; charset=utf-8", "OpenLayers Contributors"},
-		{"GET", "/assets/nope.js", http.StatusNotFound, "", ""},
+		{"GET", "/assets/nope.js", http.StatusTeapot, "", ""}, // its notFound
 		{"POST", "/", http.StatusMethodNotAllowed, "", ""},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {

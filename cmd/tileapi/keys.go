@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,9 +13,11 @@ import (
 	"time"
 
 	"github.com/tileapi/tileapi/keys"
+	"github.com/tileapi/tileapi/plans"
 )
 
 const keysUsage = `tileapi keys create -plan PLAN [-name NAME] | list | revoke ID | set-plan ID PLAN
+  | override ID [NAME=MAX/WINDOW ...] [-max-in-flight N] | override ID -clear
   [-database-url URL] [-plans-file FILE]`
 
 // runKeys manages the API keys in the database: it creates one (printing
@@ -25,11 +28,17 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 		return errors.New("usage: " + keysUsage)
 	}
 	action, args := args[0], args[1:]
+	if action == "-h" || action == "-help" || action == "--help" || action == "help" {
+		_, err := fmt.Fprintln(stdout, "usage: "+keysUsage)
+		return err
+	}
 	fs := flag.NewFlagSet("keys "+action, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dbURL := databaseFlag(fs, getenv)
 	var plansFile, plan, name *string
-	positional := 0 // how many arguments the action takes besides flags
+	var maxInFlight *int
+	var clear *bool
+	positional := 0 // how many arguments the action takes besides flags; -1: an id and any number more
 	switch action {
 	case "create":
 		plan = fs.String("plan", "", "the key's plan (required)")
@@ -41,6 +50,11 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 	case "set-plan":
 		positional = 2
 		plansFile = plansFlag(fs, getenv)
+	case "override":
+		positional = -1
+		maxInFlight = fs.Int("max-in-flight", -1, "the key's own in-flight limit; 0: no limit")
+		clear = fs.Bool("clear", false, "remove the key's overrides: back to its plan alone")
+		plansFile = plansFlag(fs, getenv)
 	default:
 		return fmt.Errorf("unknown keys command %q; usage: %s", action, keysUsage)
 	}
@@ -48,11 +62,11 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	if len(pos) != positional {
+	if len(pos) != positional && !(positional < 0 && len(pos) >= 1) {
 		return fmt.Errorf("keys %s: want %d arguments, have %q; usage: %s", action, positional, pos, keysUsage)
 	}
 	var id int64
-	if positional > 0 {
+	if positional != 0 {
 		if id, err = strconv.ParseInt(pos[0], 10, 64); err != nil {
 			return fmt.Errorf("keys %s: key id %q is not a number", action, pos[0])
 		}
@@ -60,7 +74,7 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 	if positional == 2 {
 		plan = &pos[1]
 	}
-	if plansFile != nil {
+	if plan != nil {
 		if err := checkPlan(*plansFile, *plan); err != nil {
 			return fmt.Errorf("keys %s: %w", action, err)
 		}
@@ -104,8 +118,77 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 			return fmt.Errorf("keys set-plan: %w", err)
 		}
 		fmt.Fprintf(stdout, "key %d (%s) is on plan %s\n", k.ID, k.Prefix, k.Plan)
+	case "override":
+		o, err := parseOverrides(pos[1:], *maxInFlight, *clear)
+		if err != nil {
+			return fmt.Errorf("keys override: %w", err)
+		}
+		k, err := s.Get(ctx, id)
+		if err != nil {
+			return fmt.Errorf("keys override: %w", err)
+		}
+		var stored []byte
+		if !o.IsZero() {
+			if err := checkOverrides(*plansFile, k.Plan, o); err != nil {
+				return fmt.Errorf("keys override: %w", err)
+			}
+			if stored, err = json.Marshal(o); err != nil {
+				return err
+			}
+		}
+		if k, err = s.SetOverrides(ctx, id, stored); err != nil {
+			return fmt.Errorf("keys override: %w", err)
+		}
+		if stored == nil {
+			fmt.Fprintf(stdout, "key %d (%s) has no overrides: plan %s alone\n", k.ID, k.Prefix, k.Plan)
+			return nil
+		}
+		fmt.Fprintf(stdout, "key %d (%s): plan %s with overrides %s\n", k.ID, k.Prefix, k.Plan, k.Overrides)
 	}
 	return nil
+}
+
+// parseOverrides reads NAME=MAX/WINDOW arguments ("burst=500/5s") and the
+// in-flight flag (-1 when not given) into Overrides; clear asks for none,
+// and goes with nothing else.
+func parseOverrides(args []string, maxInFlight int, clear bool) (plans.Overrides, error) {
+	var o plans.Overrides
+	if clear {
+		if len(args) > 0 || maxInFlight >= 0 {
+			return o, errors.New("-clear goes alone")
+		}
+		return o, nil
+	}
+	for _, a := range args {
+		name, rest, ok1 := strings.Cut(a, "=")
+		maxText, window, ok2 := strings.Cut(rest, "/")
+		max, err := strconv.ParseInt(maxText, 10, 64)
+		if !ok1 || !ok2 || err != nil {
+			return o, fmt.Errorf("limit %q is not NAME=MAX/WINDOW, such as burst=500/5s", a)
+		}
+		o.Limits = append(o.Limits, plans.FileLimit{Name: name, Max: max, Window: window})
+	}
+	if maxInFlight >= 0 {
+		o.MaxInFlight = &maxInFlight
+	}
+	if o.IsZero() {
+		return o, errors.New("no limit and no -max-in-flight: say what to override, or -clear")
+	}
+	return o, nil
+}
+
+// checkOverrides reports overrides that do not make a valid plan of plan.
+func checkOverrides(plansFile, plan string, o plans.Overrides) error {
+	ps, err := loadPlans(plansFile)
+	if err != nil {
+		return err
+	}
+	p, ok := ps.Lookup(plan)
+	if !ok {
+		return fmt.Errorf("the key's plan %q is not configured", plan)
+	}
+	_, err = p.With(o)
+	return err
 }
 
 // plansFlag adds the -plans-file flag, which defaults to $TILEAPI_PLANS_FILE.

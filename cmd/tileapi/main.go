@@ -14,6 +14,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -44,6 +46,25 @@ func runVersion(_ context.Context, _ []string, _ func(string) string, stdout, _ 
 // command is one subcommand: args are those after its name.
 type command func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
 
+// usage is what `tileapi help` prints.
+const usage = `tileapi serves vector tiles and geofence queries, every request metered by a
+cost-weighted quota, and manages its PostGIS database and API keys.
+
+Usage:
+  tileapi [serve] [flags]                serve the API
+  tileapi migrate [-database-url URL]    apply the schema migrations (creates PostGIS if it may)
+  tileapi load [-database-url URL] [-places CSV] [-countries GEOJSON] [-counties GEOJSON]
+                                         load the bundled dataset, or your files in its formats
+  tileapi keys create|list|revoke|set-plan|override
+                                         manage API keys
+  tileapi plans [-plans-file FILE]       print the plans and what requests cost
+  tileapi healthcheck [-url URL]         exit 0 if GET URL (default http://127.0.0.1:8080/healthz) answers 200
+  tileapi version                        print the version
+  tileapi help [COMMAND]                 this, or a command's flags (as tileapi COMMAND -h)
+
+Every flag of serve defaults to an environment variable: tileapi serve -h lists them.
+`
+
 // run dispatches args[1] to its subcommand.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	commands := map[string]command{
@@ -55,6 +76,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"plans":       runPlans,
 		"healthcheck": runHealthcheck,
 	}
+	if len(args) >= 2 && (args[1] == "help" || args[1] == "-h" || args[1] == "-help" || args[1] == "--help") {
+		if len(args) >= 3 && args[1] == "help" {
+			if cmd, ok := commands[args[2]]; ok {
+				if err := cmd(ctx, []string{"-h"}, getenv, stdout, stdout); !errors.Is(err, flag.ErrHelp) {
+					return err
+				}
+				return nil
+			}
+		}
+		_, err := io.WriteString(stdout, usage)
+		return err
+	}
 	if len(args) < 2 || strings.HasPrefix(args[1], "-") {
 		// serve is the default: `tileapi` and `tileapi -addr :9000` serve.
 		args = append([]string{args[0], "serve"}, args[1:]...)
@@ -63,7 +96,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if !ok {
 		return fmt.Errorf("unknown command %q; commands: %s", args[1], names(commands))
 	}
-	return cmd(ctx, args[2:], getenv, stdout, stderr)
+	if err := cmd(ctx, args[2:], getenv, stdout, stderr); !errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return nil // -h printed the command's usage: no failure
 }
 
 func names(commands map[string]command) string {

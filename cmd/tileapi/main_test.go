@@ -63,3 +63,20 @@ func TestRun(t *testing.T) {
 		})
 	}
 }
+
+// help, -h and COMMAND -h print usage and succeed.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{"help"}, {"-h"}, {"--help"}, {"help", "serve"}, {"help", "keys"},
+		{"serve", "-h"}, {"migrate", "-h"}, {"load", "-h"}, {"keys", "-h"}, {"plans", "-h"}, {"healthcheck", "-h"},
+	} {
+		var out bytes.Buffer
+		err := run(context.Background(), append([]string{"tileapi"}, args...), func(string) string { return "" }, &out, &out)
+		if err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+		if !strings.Contains(strings.ToLower(out.String()), "usage") {
+			t.Errorf("%v printed no usage:\n%s", args, out.String())
+		}
+	}
+}

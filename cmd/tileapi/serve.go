@@ -33,6 +33,7 @@ import (
 type serveConfig struct {
 	addr, redisURL, databaseURL, adminToken, plansFile, demoKeys string
 	trustedProxies, publicURL, quotaFailure, logLevel            string
+	corsOrigins                                                  string
 	anonymous, shadow, requireRedis                              bool
 	quotaTimeout, keyCacheTTL, tileCacheTTL, queryTimeout        time.Duration
 	inFlightLease                                                time.Duration
@@ -72,6 +73,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.plansFile, "plans-file", getenv("TILEAPI_PLANS_FILE"), "JSON file of plans replacing or adding to the defaults ($TILEAPI_PLANS_FILE)")
 	fs.StringVar(&c.demoKeys, "demo-keys", getenv("TILEAPI_DEMO_KEYS"), "key:plan,... registered at start; default without a database: demo-free:free,demo-pro:pro ($TILEAPI_DEMO_KEYS)")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", getenv("TILEAPI_TRUSTED_PROXIES"), "comma-separated CIDRs whose X-Forwarded-For is believed ($TILEAPI_TRUSTED_PROXIES)")
+	fs.StringVar(&c.corsOrigins, "cors-origins", env("TILEAPI_CORS_ORIGINS", "*"), "comma-separated origins whose pages may call /v1, * for any, none for no CORS ($TILEAPI_CORS_ORIGINS)")
 	fs.StringVar(&c.publicURL, "public-url", getenv("TILEAPI_PUBLIC_URL"), "scheme://host clients use, for TileJSON; default from each request ($TILEAPI_PUBLIC_URL)")
 	fs.StringVar(&c.quotaFailure, "quota-failure", env("TILEAPI_QUOTA_FAILURE", "open"), "when Redis fails: open (serve unmetered) or closed (503) ($TILEAPI_QUOTA_FAILURE)")
 	fs.StringVar(&c.logLevel, "log-level", env("TILEAPI_LOG_LEVEL", "info"), "debug, info, warn or error ($TILEAPI_LOG_LEVEL)")
@@ -133,6 +135,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if c.trustedProxies != "" {
 		cfg.TrustedProxies = strings.Split(c.trustedProxies, ",")
+	}
+	cfg.AllowedOrigins = []string{}
+	if c.corsOrigins != "none" {
+		for _, o := range strings.Split(c.corsOrigins, ",") {
+			cfg.AllowedOrigins = append(cfg.AllowedOrigins, strings.TrimSpace(o))
+		}
 	}
 
 	// The quota and the tile cache: Redis, or this process.
@@ -295,6 +303,9 @@ func openPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, err
 	return pool, nil
 }
 
+// maxHeaderBytes is the most request header bytes served; more is a 431.
+const maxHeaderBytes = 16 << 10
+
 // listenAndServe serves h on addr until ctx is done, then drains requests
 // for up to 10 seconds.
 func listenAndServe(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
@@ -305,7 +316,8 @@ func listenAndServe(ctx context.Context, addr string, h http.Handler, log *slog.
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    16 << 10,
+		// net/http allows 4 KiB above MaxHeaderBytes: this makes 16 KiB.
+		MaxHeaderBytes: maxHeaderBytes - 4<<10,
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

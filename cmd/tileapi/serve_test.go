@@ -309,3 +309,43 @@ func TestServeRedisUnreachable(t *testing.T) {
 		t.Errorf("with TILEAPI_REQUIRE_REDIS: %v, want a refusal to start", err)
 	}
 }
+
+// serve on a database without the schema, or without data, says what to
+// run.
+func TestServeUnpreparedDatabase(t *testing.T) {
+	migrated := spatialtest.Migrated(t)
+	for _, tc := range []struct{ name, url, want string }{
+		{"unmigrated", spatialtest.Schema(t), "run tileapi migrate && tileapi load"},
+		{"unloaded", migrated.Config().ConnString(), "no data loaded: run tileapi load"},
+	} {
+		err := run(context.Background(), []string{"tileapi", "serve", "-addr", "127.0.0.1:0"},
+			func(k string) string { return map[string]string{"DATABASE_URL": tc.url}[k] }, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// The server takes 16 KiB of request headers, as the README says, and
+// answers more with 431.
+func TestHeaderLimit(t *testing.T) {
+	in := startServe(t, map[string]string{})
+	for _, tc := range []struct {
+		size   int
+		status int
+	}{{15 << 10, http.StatusOK}, {17 << 10, http.StatusRequestHeaderFieldsTooLarge}} {
+		req, _ := http.NewRequest(http.MethodGet, in.url+"/healthz", nil)
+		req.Header.Set("X-Padding", strings.Repeat("x", tc.size))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%d bytes of headers: status %d, want %d", tc.size, resp.StatusCode, tc.status)
+		}
+	}
+	if !strings.Contains(in.stderr.String(), `"duration_ms":`) {
+		t.Errorf("the request log has no duration_ms:\n%s", in.stderr)
+	}
+}
