@@ -25,6 +25,33 @@ type Model struct {
 	// Flat is the price of every other metered request: contains, TileJSON,
 	// the catalog.
 	Flat int64 `json:"flat"`
+	// Settle, when set, prices the work a request actually did; the
+	// request is charged its price up front and then settled down to that,
+	// never up. See Work.
+	Settle *WorkModel `json:"settle,omitempty"`
+}
+
+// WorkModel prices measured work: a request costs PerMS units for each
+// millisecond of its query and PerFeature for each feature it returned,
+// rounded up, at least one unit and never more than its price up front.
+// tileapi calibrate measures one for a database.
+type WorkModel struct {
+	PerMS      float64 `json:"per_ms"`
+	PerFeature float64 `json:"per_feature"`
+}
+
+// Work returns what the work measured costs under the model, given the
+// price charged up front: ceil(PerMS*ms + PerFeature*features), at least
+// one unit and at most charged. Without a model it is charged.
+func (m Model) Work(charged int64, ms float64, features int) int64 {
+	if m.Settle == nil {
+		return charged
+	}
+	x := math.Ceil(m.Settle.PerMS*ms + m.Settle.PerFeature*float64(features))
+	if math.IsNaN(x) || x >= float64(charged) {
+		return charged
+	}
+	return max(1, int64(x))
 }
 
 // TileModel prices the tiles of one layer: a tile at zoom z costs
@@ -45,6 +72,9 @@ func (m Model) Validate() error {
 		return fmt.Errorf("cost: hit_divisor %d must be at least 1", m.HitDivisor)
 	case m.Flat < 1:
 		return fmt.Errorf("cost: flat %d must be at least 1", m.Flat)
+	}
+	if w := m.Settle; w != nil && (!(w.PerMS >= 0) || !(w.PerFeature >= 0) || math.IsInf(w.PerMS, 0) || math.IsInf(w.PerFeature, 0)) {
+		return fmt.Errorf("cost: settle: per_ms and per_feature must be finite and not negative")
 	}
 	for layer, t := range m.Tiles {
 		if t.Max < 1 || t.RefZoom < 0 || t.RefZoom > 30 {

@@ -2,6 +2,7 @@ package cost
 
 import (
 	"fmt"
+	"math"
 	"testing"
 )
 
@@ -134,4 +135,34 @@ func ExampleModel_Tile() {
 	// z9  miss  4 hit 1
 	// z8  miss 16 hit 4
 	// z2  miss 16 hit 4
+}
+
+func TestWork(t *testing.T) {
+	m := Model{RadiusUnit: 1000, HitDivisor: 1, Flat: 1, Settle: &WorkModel{PerMS: 2, PerFeature: 0.1}}
+	for _, tc := range []struct {
+		charged  int64
+		ms       float64
+		features int
+		want     int64
+	}{
+		{100, 0, 0, 1},       // at least one unit
+		{100, 3.2, 0, 7},     // ceil(6.4)
+		{100, 3, 25, 9},      // ceil(6 + 2.5)
+		{5, 30, 0, 5},        // never above the price charged
+		{100, 10, 1000, 100}, // 120 capped
+	} {
+		if got := m.Work(tc.charged, tc.ms, tc.features); got != tc.want {
+			t.Errorf("Work(%d, %g ms, %d features) = %d, want %d", tc.charged, tc.ms, tc.features, got, tc.want)
+		}
+	}
+	m.Settle = nil
+	if got := m.Work(42, 1000, 1000); got != 42 {
+		t.Errorf("without a model Work = %d, want the charged 42", got)
+	}
+	for _, bad := range []WorkModel{{PerMS: -1}, {PerFeature: math.NaN()}, {PerMS: math.Inf(1)}} {
+		m.Settle = &bad
+		if m.Validate() == nil {
+			t.Errorf("%+v validates", bad)
+		}
+	}
 }

@@ -43,6 +43,14 @@ func (b budgetQuota) Refund(ctx context.Context, rc quota.Receipt) (bool, error)
 	return ok, storeFailure(err)
 }
 
+// Settle runs even when the request's client has gone.
+func (b budgetQuota) Settle(ctx context.Context, rc quota.Receipt, actual int64) (quota.Receipt, bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
+	defer cancel()
+	r, ok, err := b.q.Settle(ctx, rc, actual)
+	return r, ok, storeFailure(err)
+}
+
 func (b budgetQuota) Reset(ctx context.Context, identity string) error {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()

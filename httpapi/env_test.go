@@ -36,11 +36,14 @@ const testPlans = `{"plans": [
 	{"name": "five", "max_radius_m": 20000, "limits": [{"name": "ten-seconds", "max": 5, "window": "10s"}]},
 	{"name": "ten", "max_radius_m": 20000, "limits": [{"name": "second", "max": 10, "window": "1s"}]},
 	{"name": "std", "max_radius_m": 20000, "limits": [{"name": "burst", "max": 100, "window": "5s"}, {"name": "minute", "max": 600, "window": "1m"}]},
-	{"name": "two", "max_radius_m": 20000, "max_in_flight": 2, "limits": [{"name": "minute", "max": 1000, "window": "1m"}]}
+	{"name": "two", "max_radius_m": 20000, "max_in_flight": 2, "limits": [{"name": "minute", "max": 1000, "window": "1m"}]},
+	{"name": "work", "max_radius_m": 20000, "limits": [{"name": "minute", "max": 1000, "window": "1m"}],
+	 "cost": {"radius_unit_m": 2000, "hit_divisor": 4, "flat": 1, "settle": {"per_ms": 0, "per_feature": 1},
+	          "tiles": {"places": {"ref_zoom": 10, "max": 16}, "counties": {"ref_zoom": 8, "max": 16}, "countries": {"ref_zoom": 4, "max": 8}}}}
 ]}`
 
 // Test keys: the secret of each is "key-" + its plan.
-var testKeyPlans = []string{"five", "ten", "std", "free", "pro", "two"}
+var testKeyPlans = []string{"five", "ten", "std", "free", "pro", "two", "work"}
 
 var embedded struct {
 	once sync.Once

@@ -44,7 +44,7 @@ func (s *Server) handleWithin(w http.ResponseWriter, r *http.Request) {
 				if err != nil {
 					return nil, err
 				}
-				return geoJSON(geofence.NearCollection(ns))
+				return geoJSON(geofence.NearCollection(ns), len(ns))
 			},
 		}, nil
 	})
@@ -71,7 +71,7 @@ func (s *Server) handleContains(w http.ResponseWriter, r *http.Request) {
 				if err != nil {
 					return nil, err
 				}
-				return geoJSON(geofence.FenceCollection(fs))
+				return geoJSON(geofence.FenceCollection(fs), len(fs))
 			},
 		}, nil
 	})
@@ -242,10 +242,11 @@ func (s *Server) baseURL(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
-func geoJSON(v any) (*response, error) {
+// geoJSON is the response of v, a collection of n features.
+func geoJSON(v any, n int) (*response, error) {
 	resp, err := jsonResponse(v)
 	if err == nil {
-		resp.contentType = "application/geo+json"
+		resp.contentType, resp.features = "application/geo+json", n
 	}
 	return resp, err
 }

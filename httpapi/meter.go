@@ -137,6 +137,7 @@ func (s *Server) lookupKey(r *http.Request, secret string) (keys.Key, error) {
 type response struct {
 	contentType string
 	body        []byte
+	features    int         // how many features the work returned, for settling
 	header      http.Header // extra headers
 	etag        string      // for If-None-Match; empty for none
 }
@@ -295,16 +296,18 @@ func (s *Server) shadowOr(w http.ResponseWriter, r *http.Request, c caller, m me
 func (s *Server) work(w http.ResponseWriter, r *http.Request, c caller, m metered, d quota.Decision) {
 	start := time.Now()
 	resp, err := m.work(r.Context())
-	s.metrics.queryLatency.WithLabelValues(m.route).Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	s.metrics.queryLatency.WithLabelValues(m.route).Observe(took.Seconds())
 	if err != nil {
 		// Whatever went wrong, the client gets nothing for its units.
 		if s.refund(r.Context(), c, d.Receipt) {
 			w.Header().Set(headerStatus, statusRefunded)
-			setQuotaHeaders(w.Header(), refunded(d))
+			setQuotaHeaders(w.Header(), given(d, d.Cost))
 		}
 		s.fail(w, r, err)
 		return
 	}
+	s.settle(r.Context(), w.Header(), c, d, took, resp.features)
 	h := w.Header()
 	for k, v := range resp.header {
 		h[k] = v
@@ -339,16 +342,43 @@ func (s *Server) refund(ctx context.Context, c caller, rc quota.Receipt) bool {
 	return err == nil
 }
 
-// refunded is d as it stands once its charge is given back: the units
-// return to every limit.
-func refunded(d quota.Decision) quota.Decision {
+// settle lowers an admitted charge to the price of the work measured, if
+// the plan prices work (cost.Model.Settle), and says so in the headers:
+// X-RateLimit-Cost stays the price charged up front, X-Quota-Settled-Cost
+// is what the request costs in the end, and RateLimit shows the units
+// given back.
+func (s *Server) settle(ctx context.Context, h http.Header, c caller, d quota.Decision, took time.Duration, features int) {
+	if d.Receipt.IsZero() || c.plan.Cost.Settle == nil {
+		return
+	}
+	ms := float64(took.Microseconds()) / 1000
+	price := c.plan.Cost.Work(d.Cost, ms, features)
+	if price < d.Cost {
+		if _, ok, err := s.quota.Settle(ctx, d.Receipt, price); err != nil || !ok {
+			if err != nil {
+				s.metrics.redisErrors.Inc()
+				s.log.ErrorContext(ctx, "settle failed; the request stays charged its price", "err", err)
+			}
+			price = d.Cost
+		} else {
+			s.metrics.unitsRefunded.WithLabelValues(c.plan.Name).Add(float64(d.Cost - price))
+			setQuotaHeaders(h, given(d, d.Cost-price))
+			h.Set("X-RateLimit-Cost", strconv.FormatInt(d.Cost, 10))
+		}
+	}
+	h.Set(headerSettledCost, strconv.FormatInt(price, 10))
+}
+
+// given is d as it stands once units of its charge are given back: they
+// return to every limit, and the cost shown is what remains charged.
+func given(d quota.Decision, units int64) quota.Decision {
 	d.Limits = slices.Clone(d.Limits)
 	for i := range d.Limits {
 		l := &d.Limits[i]
-		l.Used = max(l.Used-d.Cost, 0)
-		l.Remaining = min(l.Remaining+d.Cost, l.Limit.Max)
+		l.Used = max(l.Used-units, 0)
+		l.Remaining = min(l.Remaining+units, l.Limit.Max)
 	}
-	d.Cost = 0
+	d.Cost -= units
 	return d
 }
 
@@ -364,9 +394,13 @@ func etagMatches(header, etag string) bool {
 
 // X-Quota-Status says how a response was metered.
 const (
-	headerStatus       = "X-Quota-Status"
-	statusCharged      = "charged"
-	statusRefunded     = "refunded"      // charged, then given back: the work failed
+	headerStatus   = "X-Quota-Status"
+	statusCharged  = "charged"
+	statusRefunded = "refunded" // charged, then given back: the work failed
+
+	// headerSettledCost is what a request cost once settled on the work
+	// it did (plans whose cost model prices work).
+	headerSettledCost  = "X-Quota-Settled-Cost"
 	statusUnmetered    = "unmetered"     // the quota store failed and the policy is fail-open
 	statusShadowDenied = "shadow-denied" // shadow mode: would have been denied
 )

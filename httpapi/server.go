@@ -30,6 +30,7 @@ type Quota interface {
 	Charge(ctx context.Context, identity string, plan quota.Plan, cost int64) (quota.Decision, error)
 	Peek(ctx context.Context, identity string, plan quota.Plan) (quota.Decision, error)
 	Refund(ctx context.Context, rc quota.Receipt) (bool, error)
+	Settle(ctx context.Context, rc quota.Receipt, actual int64) (quota.Receipt, bool, error)
 	Reset(ctx context.Context, identity string) error
 }
 

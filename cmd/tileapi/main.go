@@ -8,6 +8,7 @@
 //	                                      load the bundled dataset, or your files in its formats
 //	tileapi keys create|list|revoke|set-plan   manage API keys
 //	tileapi plans [-plans-file FILE]      print the plans and what requests cost
+//	tileapi calibrate [-samples N] [-plot FILE]  fit the work model of settling to the loaded database
 //	tileapi version                       print the version
 //	tileapi healthcheck [-url URL]        exit 0 if GET URL (default http://127.0.0.1:8080/healthz) answers 200
 package main
@@ -58,6 +59,8 @@ Usage:
   tileapi keys create|list|revoke|set-plan|override
                                          manage API keys
   tileapi plans [-plans-file FILE]       print the plans and what requests cost
+  tileapi calibrate [-database-url URL] [-samples N] [-plot FILE]
+                                         time requests on the loaded database; fit the work model plans settle with
   tileapi healthcheck [-url URL]         exit 0 if GET URL (default http://127.0.0.1:8080/healthz) answers 200
   tileapi version                        print the version
   tileapi help [COMMAND]                 this, or a command's flags (as tileapi COMMAND -h)
@@ -75,6 +78,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"version":     runVersion,
 		"plans":       runPlans,
 		"healthcheck": runHealthcheck,
+		"calibrate":   runCalibrate,
 	}
 	if len(args) >= 2 && (args[1] == "help" || args[1] == "-h" || args[1] == "-help" || args[1] == "--help") {
 		if len(args) >= 3 && args[1] == "help" {
