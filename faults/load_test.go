@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,7 +27,7 @@ type result struct {
 	status     int
 	code       string // the problem's code
 	quota      string // X-Quota-Status
-	cost       int64  // X-RateLimit-Cost
+	cost       int64  // what the request cost in the end: X-Quota-Settled-Cost, or else X-RateLimit-Cost
 	retryAfter string
 	rateLimit  string // RateLimit: what is left of each limit
 	err        error  // the request got no response
@@ -143,7 +144,7 @@ func get(hc *http.Client, base, path, secret, id string) result {
 	res.end, res.err = time.Now(), err
 	res.status = resp.StatusCode
 	res.quota = resp.Header.Get("X-Quota-Status")
-	res.cost, _ = strconv.ParseInt(resp.Header.Get("X-RateLimit-Cost"), 10, 64)
+	res.cost, _ = strconv.ParseInt(cmp.Or(resp.Header.Get("X-Quota-Settled-Cost"), resp.Header.Get("X-RateLimit-Cost")), 10, 64)
 	res.retryAfter = resp.Header.Get("Retry-After")
 	res.rateLimit = resp.Header.Get("RateLimit")
 	if resp.StatusCode != http.StatusOK {
