@@ -160,7 +160,7 @@ const maxCacheWrites = 64
 // Server is the HTTP handler of tileapi.
 type Server struct {
 	cfg         Config
-	quota       Quota         // cfg.Quota within the time budget
+	quota       Quota         // cfg.Quota behind a deny cache, within the time budget
 	tileCache   TileCache     // cfg.TileCache within the time budget
 	cacheWrites chan struct{} // a slot per tile cache write in flight
 	inFlight    InFlight      // cfg.InFlight within the time budget; nil for none
@@ -200,7 +200,9 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, metrics: m,
-		quota:       budgetQuota{q: cfg.Quota, timeout: cfg.QuotaTimeout},
+		// Denials are remembered until their retry time: a client that
+		// keeps hammering after its 429 costs Redis nothing.
+		quota:       budgetQuota{q: quota.NewDenyCache(cfg.Quota), timeout: cfg.QuotaTimeout},
 		tileCache:   budgetCache{c: cfg.TileCache, timeout: cfg.QuotaTimeout},
 		cacheWrites: make(chan struct{}, maxCacheWrites),
 	}

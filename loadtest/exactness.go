@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -131,10 +130,12 @@ func Exactness(ctx context.Context, c ExactnessConfig) (*ExactnessReport, error)
 	if err != nil {
 		return nil, err
 	}
+	identities := make([]string, len(ks))
 	redisKeys := make([]string, len(ks))
 	longest := time.Duration(0)
 	for i, k := range ks {
-		redisKeys[i] = quotaKeys.LogKey(httpapi.KeyIdentity(k.ID))
+		identities[i] = httpapi.KeyIdentity(k.ID)
+		redisKeys[i] = quotaKeys.LogKey(identities[i])
 		for _, l := range limits[i] {
 			longest = max(longest, l.Window)
 		}
@@ -146,7 +147,7 @@ func Exactness(ctx context.Context, c ExactnessConfig) (*ExactnessReport, error)
 	// Read the logs while the load runs: an entry stays in the log at least
 	// one longest window after its admission, so reading every quarter of
 	// it misses none.
-	logs := newLogReader(c.Redis, redisKeys)
+	logs := newLogReader(quotaKeys, identities)
 	stopReading := logs.every(min(longest/4, 500*time.Millisecond))
 
 	rep := &ExactnessReport{Targets: len(c.Targets), ClientsPerKey: c.ClientsPerKey, Duration: c.Duration, Start: time.Now().UnixMicro()}
@@ -351,40 +352,35 @@ func waitAbsent(ctx context.Context, rdb redis.UniversalClient, keys []string, t
 	}
 }
 
-// logReader accumulates the entries of the quota logs of some keys, read
-// repeatedly: an entry is scored by its admit time in microseconds, and
-// quota.ParseLogEntry reads its cost.
+// logReader accumulates the records of the quota logs of some identities,
+// read repeatedly: the latest read of each record (by its index and admit
+// time, as a log that expired starts its indexes again) wins, so a refunded
+// one, read again at cost 0, stops counting.
 type logReader struct {
-	rdb  redis.UniversalClient
-	keys []string
-	mu   sync.Mutex
-	seen []map[string]Admission // per key, by member and score
+	store      *quota.Redis
+	identities []string
+	mu         sync.Mutex
+	seen       []map[[2]int64]Admission // per identity, by record index and admit time
 }
 
-func newLogReader(rdb redis.UniversalClient, keys []string) *logReader {
-	lr := &logReader{rdb: rdb, keys: keys, seen: make([]map[string]Admission, len(keys))}
+func newLogReader(store *quota.Redis, identities []string) *logReader {
+	lr := &logReader{store: store, identities: identities, seen: make([]map[[2]int64]Admission, len(identities))}
 	for i := range lr.seen {
-		lr.seen[i] = map[string]Admission{}
+		lr.seen[i] = map[[2]int64]Admission{}
 	}
 	return lr
 }
 
 // read reads every log once.
 func (lr *logReader) read(ctx context.Context) error {
-	for i, k := range lr.keys {
-		zs, err := lr.rdb.ZRangeByScoreWithScores(ctx, k, &redis.ZRangeBy{Min: "(0", Max: "+inf"}).Result()
+	for i, id := range lr.identities {
+		entries, err := lr.store.ReadLog(ctx, id)
 		if err != nil {
-			return fmt.Errorf("loadtest: read the log %s: %w", k, err)
+			return fmt.Errorf("loadtest: read the log of %s: %w", id, err)
 		}
 		lr.mu.Lock()
-		for _, z := range zs {
-			m, _ := z.Member.(string)
-			at, cost, err := quota.ParseLogEntry(m)
-			if err != nil || at != int64(z.Score) {
-				lr.mu.Unlock()
-				return fmt.Errorf("loadtest: %s: member %q scored %v is not a log entry: %v", k, m, z.Score, err)
-			}
-			lr.seen[i][m+"@"+strconv.FormatInt(at, 10)] = Admission{At: at, Cost: cost}
+		for _, e := range entries {
+			lr.seen[i][[2]int64{e.Index, e.At}] = Admission{At: e.At, Cost: e.Cost}
 		}
 		lr.mu.Unlock()
 	}
@@ -425,7 +421,9 @@ func (lr *logReader) admissions(i int) []Admission {
 	defer lr.mu.Unlock()
 	out := make([]Admission, 0, len(lr.seen[i]))
 	for _, a := range lr.seen[i] {
-		out = append(out, a)
+		if a.Cost > 0 {
+			out = append(out, a)
+		}
 	}
 	slices.SortFunc(out, func(a, b Admission) int { return compareInt64(a.At, b.At) })
 	return out

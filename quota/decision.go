@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"fmt"
 	"math"
 	"time"
 )
@@ -15,9 +14,9 @@ type limitUsage struct{ used, oldest, freeAt int64 }
 // decide builds a Decision from a store's measurements; both stores share it
 // so they cannot differ in how they report.
 //
-// dup is, for an admitted charge, the number of charges admitted before it
-// at the same microsecond (see memberOf), and -1 when nothing was admitted.
-func decide(identity string, plan Plan, cost int64, allowed bool, now, dup int64, raw []limitUsage) Decision {
+// index is, for an admitted charge, the index of its record, counted since
+// the identity's log began, and -1 when nothing was admitted.
+func decide(identity string, plan Plan, cost int64, allowed bool, now, index int64, raw []limitUsage) Decision {
 	d := Decision{Allowed: allowed, Cost: cost, Limits: make([]LimitState, len(plan.Limits))}
 	var freeAt int64 = -1
 	for i, l := range plan.Limits {
@@ -31,8 +30,8 @@ func decide(identity string, plan Plan, cost int64, allowed bool, now, dup int64
 		return d
 	}
 	d.Binding = leastRemaining(d.Limits)
-	if dup >= 0 {
-		d.Receipt = Receipt{identity: identity, member: memberOf(now, dup, cost), at: now, cost: cost}
+	if index >= 0 {
+		d.Receipt = Receipt{identity: identity, index: index, at: now, cost: cost}
 	}
 	return d
 }
@@ -63,52 +62,4 @@ func micros(us int64) time.Duration {
 		return math.MaxInt64
 	}
 	return time.Duration(us) * time.Microsecond
-}
-
-// memberOf returns the log entry of a charge, as charge.lua packs it: the
-// admit time (microseconds, big-endian in 7 bytes), then the cost in as few
-// bytes as hold it. A charge admitted after dup others at the same
-// microsecond is 17 bytes: time, cost in 6 bytes, dup mod 2^32 in 4, so
-// members are unique without randomness, and usually 8 bytes long.
-func memberOf(at, dup, cost int64) string {
-	var b [17]byte
-	putUint(b[0:7], uint64(at))
-	if dup > 0 {
-		putUint(b[7:13], uint64(cost))
-		putUint(b[13:17], uint64(dup)&(1<<32-1))
-		return string(b[:])
-	}
-	size := 1
-	for size < 6 && cost >= 1<<(8*size) {
-		size++
-	}
-	putUint(b[7:7+size], uint64(cost))
-	return string(b[:7+size])
-}
-
-// ParseLogEntry reads a member of a Redis store's log (see Redis.LogKey):
-// the admit time in microseconds since the Unix epoch and the cost.
-func ParseLogEntry(member string) (at, cost int64, err error) {
-	switch n := len(member); {
-	case n >= 8 && n <= 13:
-		return int64(getUint(member[:7])), int64(getUint(member[7:])), nil
-	case n == 17:
-		return int64(getUint(member[:7])), int64(getUint(member[7:13])), nil
-	}
-	return 0, 0, fmt.Errorf("quota: log entry %q is %d bytes, not a packed entry", member, len(member))
-}
-
-func putUint(b []byte, v uint64) {
-	for i := len(b) - 1; i >= 0; i-- {
-		b[i] = byte(v)
-		v >>= 8
-	}
-}
-
-func getUint(s string) uint64 {
-	var v uint64
-	for i := 0; i < len(s); i++ {
-		v = v<<8 | uint64(s[i])
-	}
-	return v
 }

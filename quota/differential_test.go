@@ -14,10 +14,19 @@ import (
 // plan, cost) charges, peeks, refunds, settlements and resets, and must
 // decide every step identically. Time moves on as traffic usually does,
 // and, in a second run, in bursts of charges at one microsecond (a frozen
-// clock, a clock stepped back), whose entries tie on score in the log.
+// clock, a clock stepped back), whose records share an admit time. A third
+// run keeps one identity's log far longer than the chunk a script reads at
+// once, so records leave, are refunded and are counted by offset, and logs
+// are compacted and re-planned from beyond it.
 func TestDifferentialRedisVersusMemory(t *testing.T) {
+	small := []Plan{
+		mustPlan(t, "one", Limit{Name: "w", Max: 20, Window: 3 * time.Second}),
+		mustPlan(t, "two", Limit{Name: "burst", Max: 10, Window: time.Second}, Limit{Name: "minute", Max: 40, Window: 10 * time.Second}),
+		mustPlan(t, "three", Limit{Name: "a", Max: 15, Window: 1500 * time.Millisecond}, Limit{Name: "b", Max: 25, Window: 3 * time.Second}, Limit{Name: "c", Max: 60, Window: 20 * time.Second}),
+		mustPlan(t, "same-windows", Limit{Name: "x", Max: 30, Window: 10 * time.Second}),
+	}
 	t.Run("steady", func(t *testing.T) {
-		differential(t, 7, func(rng *rand.Rand) time.Duration {
+		differential(t, 7, small, 4, func(rng *rand.Rand) time.Duration {
 			switch r := rng.IntN(10); {
 			case r < 6:
 				return time.Duration(rng.IntN(400)) * time.Millisecond
@@ -30,7 +39,7 @@ func TestDifferentialRedisVersusMemory(t *testing.T) {
 		})
 	})
 	t.Run("bursts", func(t *testing.T) {
-		differential(t, 8, func(rng *rand.Rand) time.Duration {
+		differential(t, 8, small, 4, func(rng *rand.Rand) time.Duration {
 			switch r := rng.IntN(10); {
 			case r < 7:
 				return 0
@@ -40,15 +49,22 @@ func TestDifferentialRedisVersusMemory(t *testing.T) {
 			return time.Duration(rng.IntN(2000)) * time.Millisecond
 		})
 	})
+	t.Run("large", func(t *testing.T) {
+		large := []Plan{
+			mustPlan(t, "large", Limit{Name: "w", Max: 5000, Window: 2 * time.Second}),
+			mustPlan(t, "large-burst", Limit{Name: "burst", Max: 300, Window: 100 * time.Millisecond}, Limit{Name: "w", Max: 5000, Window: 2 * time.Second}),
+		}
+		// About 1,000 records of 5 bytes in the window, twice the chunk.
+		differential(t, 9, large, 1, func(rng *rand.Rand) time.Duration {
+			return time.Duration(rng.IntN(2000)) * time.Microsecond
+		})
+	})
 }
 
-func differential(t *testing.T, seed uint64, advance func(*rand.Rand) time.Duration) {
-	plans := []Plan{
-		mustPlan(t, "one", Limit{Name: "w", Max: 20, Window: 3 * time.Second}),
-		mustPlan(t, "two", Limit{Name: "burst", Max: 10, Window: time.Second}, Limit{Name: "minute", Max: 40, Window: 10 * time.Second}),
-		mustPlan(t, "three", Limit{Name: "a", Max: 15, Window: 1500 * time.Millisecond}, Limit{Name: "b", Max: 25, Window: 3 * time.Second}, Limit{Name: "c", Max: 60, Window: 20 * time.Second}),
-		mustPlan(t, "same-windows", Limit{Name: "x", Max: 30, Window: 10 * time.Second}),
-	}
+// differential runs the same random steps against every store: charges,
+// peeks, refunds, settlements and resets of ids identities, each mostly
+// under its own plan of plans, with the clock moved on by advance.
+func differential(t *testing.T, seed uint64, plans []Plan, ids int, advance func(*rand.Rand) time.Duration) {
 	fxs := fixtures(t)
 	ref := fxs[0]
 	const steps = 3000
@@ -59,7 +75,7 @@ func differential(t *testing.T, seed uint64, advance func(*rand.Rand) time.Durat
 	seen := map[string]int{}
 	for step := range steps {
 		now += advance(rng)
-		id := fmt.Sprintf("id-%d", rng.IntN(4))
+		id := fmt.Sprintf("id-%d", rng.IntN(ids))
 		// Mostly each identity keeps its plan; now and then it is re-planned.
 		plan := plans[int(id[3]-'0')%len(plans)]
 		if rng.IntN(40) == 0 {

@@ -10,7 +10,9 @@ import (
 // Memory is a quota store held in this process, with the same semantics as
 // Redis: for a service with a single process, and as the reference model
 // that Redis is tested against. It keeps the plain log with a running total
-// on each entry, so a window's sum is a binary search and a subtraction.
+// on each entry, so a window's sum, its oldest charge and the time a cost
+// fits are each a binary search: a decision is O(log n), and entries leave
+// the log without a copy.
 type Memory struct {
 	now func() time.Time
 
@@ -21,15 +23,15 @@ type Memory struct {
 
 type memLog struct {
 	entries []memEntry // in admit order, which is time order
-	dup     int64      // the number of charges admitted at time last
+	first   int64      // the index of entries[0], counted since the log began, as in Redis
 	expires int64      // microseconds: one longest window after the last admit, like a Redis key's TTL
 	last    int64      // the latest time seen
 }
 
-// memEntry is one admitted charge; dup counts the charges admitted before it
-// at the same time (see memberOf); cum is the total cost of the log up to
-// and including it, so any window's sum is a difference of two cums.
-type memEntry struct{ at, dup, cost, cum int64 }
+// memEntry is one admitted charge (cost 0 once refunded); cum is the total
+// cost of the log up to and including it, so any window's sum is a
+// difference of two cums.
+type memEntry struct{ at, cost, cum int64 }
 
 // sweepEvery is how many calls pass between sweeps of expired identities.
 const sweepEvery = 4096
@@ -76,9 +78,7 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 		lg = &memLog{}
 	}
 	// Time never runs back, as in the Redis script.
-	if now > lg.last {
-		lg.last, lg.dup = now, 0
-	}
+	lg.last = max(lg.last, now)
 	now = lg.last
 	var wmax int64
 	raw := make([]limitUsage, len(plan.Limits))
@@ -91,11 +91,10 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 	}
 	lg.trim(now - wmax)
 
-	dup := int64(-1)
+	index := int64(-1)
 	if allowed && record {
-		dup = lg.dup
-		lg.dup++
-		lg.entries = append(lg.entries, memEntry{at: now, dup: dup, cost: cost, cum: lg.total() + cost}) // time never runs back: still in order
+		index = lg.first + int64(len(lg.entries))
+		lg.entries = append(lg.entries, memEntry{at: now, cost: cost, cum: lg.total() + cost}) // time never runs back: still in order
 		lg.expires = now + wmax
 		for i := range raw {
 			// The new entry is in every window; it is the oldest only of an
@@ -106,12 +105,12 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 			}
 		}
 	}
-	if len(lg.entries) == 0 {
-		delete(m.logs, identity)
+	if lg.weight() == 0 {
+		delete(m.logs, identity) // as the script deletes a log with nothing in any window
 	} else {
 		m.logs[identity] = lg
 	}
-	return decide(identity, plan, cost, allowed, now, dup, raw)
+	return decide(identity, plan, cost, allowed, now, index, raw)
 }
 
 // usage measures the window that holds the entries admitted after cut. excess
@@ -120,21 +119,22 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 // departure covers the excess).
 func (lg *memLog) usage(cut, excess, w int64) limitUsage {
 	u := limitUsage{oldest: -1, freeAt: -1}
-	first := sort.Search(len(lg.entries), func(i int) bool { return lg.entries[i].at > cut })
-	in := lg.entries[first:]
-	if len(in) > 0 {
-		u.used = lg.total() - (in[0].cum - in[0].cost)
-		u.oldest = in[0].at
+	es := lg.entries
+	in := sort.Search(len(es), func(i int) bool { return es[i].at > cut })
+	if in == len(es) {
+		return u
 	}
-	need := u.used + excess
-	for _, e := range in {
-		if need <= 0 {
-			break
-		}
-		need -= e.cost
-		if need <= 0 {
-			u.freeAt = e.at + w
-		}
+	before := es[in].cum - es[in].cost
+	u.used = lg.total() - before
+	// The first entry whose cum passes a total is the one that brings it.
+	after := func(total int64) int64 {
+		return es[sort.Search(len(es), func(i int) bool { return es[i].cum > total })].at
+	}
+	if u.used > 0 {
+		u.oldest = after(before) // refunded entries are not the oldest
+	}
+	if need := u.used + excess; need > 0 {
+		u.freeAt = after(before+need-1) + w
 	}
 	return u
 }
@@ -145,6 +145,14 @@ func (lg *memLog) total() int64 {
 		return 0
 	}
 	return lg.entries[len(lg.entries)-1].cum
+}
+
+// weight is the cost of all the entries.
+func (lg *memLog) weight() int64 {
+	if len(lg.entries) == 0 {
+		return 0
+	}
+	return lg.total() - (lg.entries[0].cum - lg.entries[0].cost)
 }
 
 // recount rebuilds the cums from entry i on, after a charge changed.
@@ -159,9 +167,12 @@ func (lg *memLog) recount(i int) {
 	}
 }
 
+// trim drops the entries admitted at or before cut, without a copy: append
+// copies the rest when it next needs room, amortised O(1) an entry.
 func (lg *memLog) trim(cut int64) {
-	first := sort.Search(len(lg.entries), func(i int) bool { return lg.entries[i].at > cut })
-	lg.entries = append(lg.entries[:0], lg.entries[first:]...)
+	k := sort.Search(len(lg.entries), func(i int) bool { return lg.entries[i].at > cut })
+	lg.entries = lg.entries[k:]
+	lg.first += int64(k)
 }
 
 // sweep drops expired identities now and then, so idle ones vanish as their
@@ -185,6 +196,7 @@ func (m *Memory) Refund(ctx context.Context, rc Receipt) (bool, error) {
 }
 
 // Settle lowers an admitted charge to the actual cost: see Redis.Settle.
+// It recounts the running totals of the charges after it.
 func (m *Memory) Settle(_ context.Context, rc Receipt, actual int64) (Receipt, bool, error) {
 	if err := checkSettle(rc, actual); err != nil {
 		return Receipt{}, false, err
@@ -195,20 +207,17 @@ func (m *Memory) Settle(_ context.Context, rc Receipt, actual int64) (Receipt, b
 	if lg == nil {
 		return Receipt{}, false, nil
 	}
-	for i, e := range lg.entries {
-		if memberOf(e.at, e.dup, e.cost) != rc.member {
-			continue
-		}
-		if actual == 0 {
-			lg.entries = append(lg.entries[:i], lg.entries[i+1:]...)
-			lg.recount(i)
-			return Receipt{}, true, nil
-		}
-		lg.entries[i].cost = actual
-		lg.recount(i)
-		return Receipt{identity: rc.identity, member: memberOf(e.at, e.dup, actual), at: rc.at, cost: actual}, true, nil
+	i := rc.index - lg.first
+	if i < 0 || i >= int64(len(lg.entries)) || lg.entries[i].at != rc.at || lg.entries[i].cost != rc.cost {
+		return Receipt{}, false, nil
 	}
-	return Receipt{}, false, nil
+	lg.entries[i].cost = actual
+	lg.recount(int(i))
+	if actual == 0 {
+		return Receipt{}, true, nil
+	}
+	rc.cost = actual
+	return rc, true, nil
 }
 
 // Reset forgets every charge of identity.

@@ -170,8 +170,8 @@ func (d Decision) BindingLimit() LimitState { return d.Limits[d.Binding] }
 // Receipt identifies one admitted charge. The zero Receipt identifies none.
 type Receipt struct {
 	identity string
-	member   string // the log entry: see memberOf
-	at       int64  // admit time, microseconds since the Unix epoch
+	index    int64 // the charge's record, counted since the identity's log began
+	at       int64 // admit time, microseconds since the Unix epoch
 	cost     int64
 }
 
@@ -179,11 +179,16 @@ type Receipt struct {
 func (r Receipt) Cost() int64 { return r.cost }
 
 // IsZero reports whether the receipt identifies no charge.
-func (r Receipt) IsZero() bool { return r.member == "" }
+func (r Receipt) IsZero() bool { return r.identity == "" }
 
 // ErrInvalid is matched (with errors.Is) by every validation error: a
 // malformed plan, a cost out of range, a bad receipt.
 var ErrInvalid = errors.New("quota: invalid")
+
+// ErrLate reports a charge that reached Redis after the deadline of its
+// context, and was therefore not made: a caller that gave up on it is
+// never charged for it.
+var ErrLate = errors.New("quota: the charge reached Redis after its deadline and was not made")
 
 // ErrTooCostly is matched by a *TooCostlyError.
 var ErrTooCostly = errors.New("quota: cost exceeds a limit's maximum")

@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,11 +18,11 @@ import (
 var (
 	//go:embed charge.lua
 	chargeLua    string
-	chargeScript = redis.NewScript(chargeLua)
+	chargeScript = redis.NewScript(luaScript(chargeLua))
 
 	//go:embed settle.lua
 	settleLua    string
-	settleScript = redis.NewScript(settleLua)
+	settleScript = redis.NewScript(luaScript(settleLua))
 )
 
 // rediser is what Redis needs of a client: a *redis.Client, a
@@ -29,6 +30,7 @@ var (
 type rediser interface {
 	redis.Scripter
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
+	Get(ctx context.Context, key string) *redis.StringCmd
 }
 
 var (
@@ -46,6 +48,7 @@ type Redis struct {
 	client rediser
 	prefix string
 	now    func() time.Time
+	offset clockOffset
 }
 
 // RedisOption configures a Redis store.
@@ -98,61 +101,122 @@ func (r *Redis) Peek(ctx context.Context, identity string, plan Plan) (Decision,
 }
 
 func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64, record bool) (Decision, error) {
-	keys := r.keys(identity)
-	reply, err := chargeScript.Run(ctx, r.client, keys[:], r.chargeArgs(plan, cost, record)...).Text()
+	keys, args := r.chargeCall(identity, plan, cost, record, r.deadline(ctx))
+	reply, err := chargeScript.Run(ctx, r.client, keys, args...).Text()
 	if err != nil {
 		return Decision{}, fmt.Errorf("quota: charge: %w", err)
 	}
-	want := 3 + 4*len(plan.Limits)
-	if len(reply) != 8*want {
-		return Decision{}, fmt.Errorf("quota: charge: script returned %d bytes, want %d numbers", len(reply), want)
+	if reply == lateReply {
+		return Decision{}, ErrLate
 	}
-	num := func(i int) int64 {
-		return int64(math.Float64frombits(binary.BigEndian.Uint64([]byte(reply[8*i : 8*i+8]))))
+	// The header as written, then, if nothing was admitted, whether the
+	// cost fits and when it does in each limit.
+	n := len(plan.Limits)
+	size := 8 * headerFields(n)
+	admitted := len(reply) == size
+	if !admitted && len(reply) != size+8*(1+n) {
+		return Decision{}, fmt.Errorf("quota: charge: script returned %d bytes, want %d or %d", len(reply), size, size+8*(1+n))
 	}
-	raw := make([]limitUsage, len(plan.Limits))
+	h, extra := header(reply[:size]), header(reply[size:])
+	raw := make([]limitUsage, n)
 	for i := range raw {
-		raw[i] = limitUsage{used: num(3 + 4*i), oldest: num(4 + 4*i), freeAt: num(5 + 4*i)}
+		raw[i] = limitUsage{used: h.window(i, wSum), oldest: h.window(i, wOldest), freeAt: -1}
+		if !admitted {
+			raw[i].freeAt = extra.field(2 + i)
+		}
 	}
-	return decide(identity, plan, cost, num(0) == 1, num(1), num(2), raw), nil
+	index := int64(-1)
+	if admitted {
+		index = h.field(hFirst) + h.field(hTail) - 1
+	}
+	if r.now == nil {
+		r.offset.observe(h.field(hLast))
+	}
+	return decide(identity, plan, cost, admitted || extra.field(1) == 1, h.field(hLast), index, raw), nil
 }
 
-// chargeArgs returns the ARGV of charge.lua: the struct format of its
-// numbers (and of its reply), the numbers packed as big-endian doubles, and
-// the keys' TTL as text, so the script parses and formats no number (that
-// is most of what a script costs Redis).
-func (r *Redis) chargeArgs(plan Plan, cost int64, record bool) []any {
-	n := 3 + 4*len(plan.Limits)
-	packed := make([]byte, 0, 8*n)
+// chargeCall returns the keys and arguments of charge.lua: the numbers
+// packed as big-endian doubles (see the a* fields), so the script parses no
+// number, their struct format and that of a record, and the log's TTL.
+func (r *Redis) chargeCall(identity string, plan Plan, cost int64, record bool, deadline int64) ([]string, []any) {
+	n := len(plan.Limits)
+	tb, cb := recordWidths(plan)
+	packed := make([]byte, 0, 8*headerFields(n))
 	put := func(v int64) { packed = binary.BigEndian.AppendUint64(packed, math.Float64bits(float64(v))) }
 	put(boolNum(record))
 	put(cost)
 	put(r.nowMicros())
-	var longest time.Duration
+	put(int64(tb))
+	put(int64(cb))
+	put(int64(n))
+	put(deadline)
 	for _, l := range plan.Limits {
 		put(l.Window.Microseconds())
 		put(l.Max)
-		put(0) // the state has four numbers a limit; the arguments use two
-		put(0)
-		longest = max(longest, l.Window)
 	}
-	return []any{structFormat(n), packed, strconv.FormatInt(longest.Milliseconds(), 10)}
+	for len(packed) < cap(packed) {
+		put(0)
+	}
+	return []string{r.key(identity)}, []any{string(packed), headerFormat(n), recordFormats[tb][cb], longestMillis(plan)}
 }
 
-// structFormats holds the struct formats of plans of up to 8 limits, so a
-// decision builds none.
-var structFormats = func() (f [3 + 4*8 + 1]string) {
-	for i := range f {
-		f[i] = ">" + strings.Repeat("d", i)
+// deadline is ctx's deadline in Redis time, microseconds, by the offset of
+// Redis's clock seen so far; 0 (none) without a deadline, an offset, or
+// with an injected clock.
+func (r *Redis) deadline(ctx context.Context) int64 {
+	d, ok := ctx.Deadline()
+	if !ok || r.now != nil {
+		return 0
 	}
-	return f
-}()
+	off, ok := r.offset.get()
+	if !ok {
+		return 0
+	}
+	return max(d.UnixMicro()+off, 1)
+}
 
-func structFormat(n int) string {
-	if n < len(structFormats) {
-		return structFormats[n]
+// clockOffset estimates how far Redis's clock is ahead of this process's,
+// from below: each reply carries the time Redis decided at, which came
+// before the reply arrived, so that time less the arrival time is at most
+// the true offset, and the largest such sample is the closest. A deadline
+// moved into Redis time by it is never later than the true one, so a
+// script never charges after the caller gave up (but for a reply delayed
+// after a charge made in time). The estimate is taken afresh every minute,
+// so it follows a clock stepped back.
+type clockOffset struct {
+	mu    sync.Mutex
+	best  int64     // microseconds
+	since time.Time // when best was first taken, zero for none
+}
+
+// observe takes redisMicros, the time Redis decided at, of a reply that
+// arrived now.
+func (c *clockOffset) observe(redisMicros int64) {
+	now := time.Now()
+	sample := redisMicros - now.UnixMicro()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.since.IsZero() || now.Sub(c.since) > time.Minute {
+		c.best, c.since = sample, now
+		return
 	}
-	return ">" + strings.Repeat("d", n)
+	c.best = max(c.best, sample)
+}
+
+func (c *clockOffset) get() (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.best, !c.since.IsZero()
+}
+
+// longestMillis is the plan's longest window in milliseconds, as text: the
+// TTL of the log.
+func longestMillis(plan Plan) string {
+	var longest time.Duration
+	for _, l := range plan.Limits {
+		longest = max(longest, l.Window)
+	}
+	return strconv.FormatInt(longest.Milliseconds(), 10)
 }
 
 // Refund removes an admitted charge. It reports whether it did: false means
@@ -176,42 +240,53 @@ func (r *Redis) settle(ctx context.Context, rc Receipt, actual int64) (Receipt, 
 	if err := checkSettle(rc, actual); err != nil {
 		return Receipt{}, false, err
 	}
-	keys := r.keys(rc.identity)
-	member, err := settleScript.Run(ctx, r.client, keys[:], rc.member, actual).Text()
+	found, err := settleScript.Run(ctx, r.client, []string{r.key(rc.identity)},
+		rc.index, rc.at, rc.cost, actual).Int()
 	switch {
-	case errors.Is(err, redis.Nil):
-		return Receipt{}, false, nil
 	case err != nil:
 		return Receipt{}, false, fmt.Errorf("quota: settle: %w", err)
-	case member == "":
+	case found == 0:
+		return Receipt{}, false, nil
+	case actual == 0:
 		return Receipt{}, true, nil
 	}
-	return Receipt{identity: rc.identity, member: member, at: rc.at, cost: actual}, true, nil
+	rc.cost = actual
+	return rc, true, nil
 }
 
 // Reset forgets every charge of identity, under every plan.
 func (r *Redis) Reset(ctx context.Context, identity string) error {
-	keys := r.keys(identity)
-	if err := r.client.Del(ctx, keys[:]...).Err(); err != nil {
+	if err := r.client.Del(ctx, r.key(identity)).Err(); err != nil {
 		return fmt.Errorf("quota: reset: %w", err)
 	}
 	return nil
 }
 
-// LogKey returns the key of identity's log, for audits such as the load
-// tool's exactness check: a sorted set with one entry per admitted charge
-// still in some window (and up to 15 that have left all of them), scored by
-// its admit time in microseconds; ParseLogEntry reads its members.
-func (r *Redis) LogKey(identity string) string { return r.keys(identity)[0] }
+// LogKey returns the key of identity's log, the one key the store keeps for
+// it, for audits such as the load tool's exactness check.
+func (r *Redis) LogKey(identity string) string { return r.key(identity) }
 
-// keys returns the log and state keys of identity. Both carry the escaped
-// identity as their hash tag, so they share a Redis Cluster slot. The "2"
-// is the layout's version: keys of an older layout are never read, and
+// ReadLog returns the records of identity's log, for audits such as the load
+// tool's exactness check: every charge still in some window (refunded ones
+// at cost 0), and perhaps some that have left all of them but await the
+// log's next rewrite. An identity with no log has none.
+func (r *Redis) ReadLog(ctx context.Context, identity string) ([]LogEntry, error) {
+	s, err := r.client.Get(ctx, r.key(identity)).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("quota: read log: %w", err)
+	}
+	return parseLog(s)
+}
+
+// key returns the key of identity's log. It carries the escaped identity as
+// its hash tag, so keys added beside it share its Redis Cluster slot. The
+// "3" is the layout's version: keys of an older layout are never read, and
 // expire on their own.
-func (r *Redis) keys(identity string) [2]string {
-	base := r.prefix + "{" + escapeIdentity(identity) + "}:"
-	both := base + "l2" + base + "s2" // one allocation for the two
-	return [2]string{both[:len(both)/2], both[len(both)/2:]}
+func (r *Redis) key(identity string) string {
+	return r.prefix + "{" + escapeIdentity(identity) + "}:l3"
 }
 
 // nowMicros is the injected clock's time, or -1 for the script to read

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -139,6 +140,46 @@ func TestRedisRestart(t *testing.T) {
 	}
 }
 
+// A charge that reaches Redis after its caller gave up is not made: here
+// Redis hangs (SIGSTOP) with the charge sent, the caller's deadline passes,
+// and when Redis resumes and runs the script, it finds the deadline gone.
+// Without the deadline it would charge a request nobody served.
+func TestLateChargeIsNotMade(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.StartRedisServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	s := NewRedis(c, WithPrefix(testPrefix(t)))
+	p := mustPlan(t, "late", PerMinute(10))
+	charge(t, s, "x", p, 3) // also measures Redis's clock
+
+	srv.Hang(t)
+	late, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err := s.Charge(late, "x", p, 2)
+	cancel()
+	if err == nil {
+		t.Fatal("a charge to a hung Redis succeeded")
+	}
+	time.Sleep(50 * time.Millisecond) // past the deadline, then Redis runs it
+	srv.Resume()
+	var d Decision
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if d, err = s.Peek(ctx, "x", p); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used := d.Limits[0].Used; used != 3 {
+		t.Errorf("used %d after the late charge ran, want 3: it was made after its caller gave up", used)
+	}
+	// With time to spare, a charge is made as ever.
+	if d := charge(t, s, "x", p, 2); d.Limits[0].Used != 5 {
+		t.Errorf("a charge in time: used %d, want 5", d.Limits[0].Used)
+	}
+}
+
 // A SCRIPT FLUSH (as after a failover) must not fail a single call: EVALSHA
 // falls back to EVAL on NOSCRIPT.
 func TestNoScriptRecovery(t *testing.T) {
@@ -172,59 +213,58 @@ func TestNoScriptRecovery(t *testing.T) {
 	}
 }
 
-// Both keys expire one longest window after the last admit; a peek or a
-// denial never creates a key without a TTL, and idle identities vanish.
+// The log expires one longest window after the last admit; a peek or a
+// denial never creates it or leaves it without a TTL, and idle identities
+// vanish.
 func TestKeysExpire(t *testing.T) {
 	ctx := context.Background()
 	c := redisClient(t)
 	s := NewRedis(c, WithPrefix(testPrefix(t)))
 	const short, long = 300 * time.Millisecond, time.Second
 	p := mustPlan(t, "ttl", Limit{Name: "short", Max: 2, Window: short}, Limit{Name: "long", Max: 5, Window: long})
-	keys := s.keys("e")
-	checkTTLs := func(when string) {
+	key := s.LogKey("e")
+	checkTTL := func(when string) {
 		t.Helper()
-		for _, k := range keys {
-			if ttl := c.PTTL(ctx, k).Val(); ttl <= 0 || ttl > long {
-				t.Errorf("%s: PTTL %s = %v, want in (0, %v]", when, k, ttl, long)
-			}
+		if ttl := c.PTTL(ctx, key).Val(); ttl <= 0 || ttl > long {
+			t.Errorf("%s: PTTL %s = %v, want in (0, %v]", when, key, ttl, long)
 		}
 	}
 
 	peek(t, s, "e", p)
-	if n := c.Exists(ctx, keys[:]...).Val(); n != 0 {
-		t.Fatalf("a peek at an idle identity created %d keys", n)
+	if n := c.Exists(ctx, key).Val(); n != 0 {
+		t.Fatalf("a peek at an idle identity created the log")
 	}
 	charge(t, s, "e", p, 2)
 	charge(t, s, "e", p, 1) // denied by the short limit
-	checkTTLs("after an admit and a denial")
+	checkTTL("after an admit and a denial")
 	time.Sleep(long + 200*time.Millisecond)
-	if n := c.Exists(ctx, keys[:]...).Val(); n != 0 {
-		t.Errorf("%d keys of an idle identity remain one window after the last admit", n)
+	if n := c.Exists(ctx, key).Val(); n != 0 {
+		t.Errorf("the log of an idle identity remains one window after the last admit")
 	}
-	// A peek after the short window has emptied, which rewrites the state,
-	// leaves it no longer-lived than the log.
+	// A peek after the short window has emptied, which rewrites the header,
+	// keeps the TTL; so does a re-plan, which rewrites the whole log.
 	charge(t, s, "e", p, 2)
 	time.Sleep(short + 50*time.Millisecond) // out of the short window only
 	peek(t, s, "e", p)
-	checkTTLs("after a peek")
+	checkTTL("after a peek")
+	peek(t, s, "e", mustPlan(t, "other", PerMinute(9)))
+	checkTTL("after a re-plan")
 }
 
-// Both keys of an identity share one cluster slot whatever bytes the
-// identity holds: the hash tag is the escaped identity, which braces in it
-// cannot steer, and identities spread over slots.
+// An identity's log is in its hash tag's cluster slot whatever bytes the
+// identity holds, so keys added beside it share the slot: the tag is the
+// escaped identity, which braces in it cannot steer, and identities spread
+// over slots.
 func TestClusterHashTag(t *testing.T) {
 	ctx := context.Background()
 	c := clusterClient(t)
 	s := NewRedis(c, WithPrefix("tileapi:q:"))
 	slots := map[int64]bool{}
 	for _, id := range []string{"plain", "{x}", "a}b{c", "}", "{", "with space", "\x00\xff", "k:{user1}", "ab", "ba", "abc"} {
-		keys := s.keys(id)
-		slot := c.ClusterKeySlot(ctx, keys[0]).Val()
-		if other := c.ClusterKeySlot(ctx, keys[1]).Val(); other != slot {
-			t.Errorf("%q: keys %q and %q are in slots %d and %d", id, keys[0], keys[1], slot, other)
-		}
+		key := s.LogKey(id)
+		slot := c.ClusterKeySlot(ctx, key).Val()
 		if tagged := c.ClusterKeySlot(ctx, "other{"+escapeIdentity(id)+"}").Val(); tagged != slot {
-			t.Errorf("%q: key %q is in slot %d, not its tag's slot %d", id, keys[0], slot, tagged)
+			t.Errorf("%q: key %q is in slot %d, not its tag's slot %d", id, key, slot, tagged)
 		}
 		slots[slot] = true
 	}
@@ -249,49 +289,51 @@ func TestEscapeIdentityIsOneToOne(t *testing.T) {
 	}
 }
 
-// The members charge.lua packs are the ones memberOf builds (receipts name
-// them), ParseLogEntry reads them back, and their admit time is their score.
-func TestLogEntries(t *testing.T) {
+// ReadLog reads back every admitted charge with the index its receipt
+// holds, at every record width a plan can ask for; a refund zeroes the
+// record in place, and a log that is no log is an error.
+func TestReadLog(t *testing.T) {
 	ctx := context.Background()
 	c := redisClient(t)
 	clk := newClock()
 	s := NewRedis(c, WithPrefix(testPrefix(t)), WithClock(clk.Now))
-	p := mustPlan(t, "entries", Limit{Name: "w", Max: MaxUnits, Window: time.Hour})
-	costs := []int64{1, 255, 256, 65535, 65536, 1<<24 - 1, 1 << 24, 1<<32 - 1, 1 << 32, 1<<40 - 1, 1 << 40}
-	for i, cost := range costs {
+	for i, l := range []Limit{
+		{Name: "w", Max: 255, Window: time.Second},
+		{Name: "w", Max: 1 << 20, Window: time.Hour},
+		{Name: "w", Max: MaxUnits, Window: 30 * 24 * time.Hour},
+	} {
+		p := mustPlan(t, "entries", l)
 		id := "e" + strconv.Itoa(i)
 		clk.Set(time.Duration(i) * time.Millisecond)
-		want := map[string]int64{}
-		for range 1 + boolNum(2*cost <= MaxUnits) { // a second at the same instant is packed apart
+		var want []LogEntry
+		for j, cost := range []int64{1, l.Max / 3, l.Max / 2, 1} {
+			if j == 2 {
+				clk.Set(time.Duration(i)*time.Millisecond + 250*time.Microsecond)
+			}
 			d := charge(t, s, id, p, cost)
 			if !d.Allowed {
-				t.Fatalf("cost %d denied", cost)
+				t.Fatalf("%v: cost %d denied", l, cost)
 			}
-			want[d.Receipt.member] = cost
+			want = append(want, LogEntry{Index: d.Receipt.index, At: d.Receipt.at, Cost: cost})
 		}
-		zs, err := c.ZRangeWithScores(ctx, s.LogKey(id), 0, -1).Result()
+		if ok, err := s.Refund(ctx, charge(t, s, id, p, 1).Receipt); !ok || err != nil {
+			t.Fatalf("refund: %v %v", ok, err)
+		}
+		want = append(want, LogEntry{Index: int64(len(want)), At: want[2].At, Cost: 0})
+		got, err := s.ReadLog(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(zs) != len(want) {
-			t.Fatalf("cost %d: log holds %d entries, want %d", cost, len(zs), len(want))
-		}
-		for _, z := range zs {
-			m := z.Member.(string)
-			at, got, err := ParseLogEntry(m)
-			switch {
-			case err != nil:
-				t.Errorf("ParseLogEntry(%q): %v", m, err)
-			case want[m] == 0:
-				t.Errorf("member %x is no receipt's", m)
-			case got != cost || at != int64(z.Score):
-				t.Errorf("member %x reads as (%d, %d), want (%d, %d)", m, at, got, int64(z.Score), cost)
-			}
+		if !slices.Equal(got, want) {
+			t.Errorf("%v: log reads %v, want %v", l, got, want)
 		}
 	}
-	for _, bad := range []string{"", "1234567", "12345678901234", "1:5"} {
-		if _, _, err := ParseLogEntry(bad); err == nil {
-			t.Errorf("ParseLogEntry(%q) accepted it", bad)
+	if got, err := s.ReadLog(ctx, "none"); got != nil || err != nil {
+		t.Errorf("ReadLog of no log = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "1234567", "12345678", strings.Repeat("\x00", 200)} {
+		if _, err := parseLog(bad); err == nil {
+			t.Errorf("parseLog(%q) accepted it", bad)
 		}
 	}
 }

@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ids := fs.Int("ids", 100, "identities the decisions cycle over")
 	window := fs.Duration("window", 2*time.Second, "the window of the plans (the burst limit of two is a tenth of it)")
 	keep := fs.String("keep", "", "a directory to keep the callgrind dumps in (default: a temporary one, removed)")
+	breakdown := fs.Bool("breakdown", false, "also count, on the same logs, scripts that each do one step more of what a decision does, and report what each step adds")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -147,6 +148,100 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "(redis-server under callgrind, %d decisions each after as many to warm up, %d identities, %s window; ratio to redis_rate)\n",
 		*n, *ids, *window)
+	if !*breakdown {
+		return nil
+	}
+	return breakDown(ctx, rs, store, *n, *ids, map[string]float64{"redis_rate": perDecision[0], "tileapi": perDecision[1]}, stdout)
+}
+
+// A step of a breakdown: a script that does one thing more than the step
+// before it, run with the keys and arguments of a decision.
+type step struct{ name, lua string }
+
+// The steps of a decision, each script doing what the one before it did
+// and one command more, with arguments of the same sizes as the real
+// scripts' (tileapi: a log key, 96 bytes of packed numbers, two struct
+// formats and the TTL; redis_rate: its key and four numbers as text).
+var (
+	tileapiSteps = []step{
+		{"EVALSHA of an empty script, with the arguments", `return ''`},
+		{"+ TIME", `local t = redis.call('TIME') return ''`},
+		{"+ GETRANGE of the log's end", `local t = redis.call('TIME')
+local raw = redis.call('GETRANGE', KEYS[1], '-4096', '-1') return ''`},
+		{"+ SETRANGE of a record and the header at the tail", `local t = redis.call('TIME')
+local raw = redis.call('GETRANGE', KEYS[1], '-4096', '-1')
+redis.call('SETRANGE', KEYS[1], #raw - 96, string.rep('x', 102)) return ''`},
+		{"+ PEXPIRE", `local t = redis.call('TIME')
+local raw = redis.call('GETRANGE', KEYS[1], '-4096', '-1')
+redis.call('SETRANGE', KEYS[1], #raw - 96, string.rep('x', 102))
+redis.call('PEXPIRE', KEYS[1], ARGV[4]) return ''`},
+	}
+	rateSteps = []step{
+		{"EVALSHA of an empty script, with the arguments", `return ''`},
+		{"+ TIME", `local t = redis.call('TIME') return ''`},
+		{"+ GET", `local t = redis.call('TIME')
+local tat = redis.call('GET', KEYS[1]) return ''`},
+		{"+ SET EX", `local t = redis.call('TIME')
+local tat = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], (tonumber(tat) or 0) + 0.000001, 'EX', 3600) return ''`},
+	}
+)
+
+// breakDown counts the steps for both implementations on logs and keys like
+// those of the decisions (written anew, with an hour to live, as the steps
+// take longer than a window under callgrind), and prints what each adds;
+// what the last leaves of a decision's total is the script's own Lua.
+func breakDown(ctx context.Context, rs *redisUnderCallgrind, store *quota.Redis, n, ids int, totals map[string]float64, stdout io.Writer) error {
+	hour, err := quota.NewPlan("hour", quota.Limit{Name: "hour", Max: limit, Window: time.Hour})
+	if err != nil {
+		return err
+	}
+	for j := range ids {
+		id := "id-" + strconv.Itoa(j)
+		for range 20 { // about the records a log of the decisions holds
+			if _, err := store.Charge(ctx, id, hour, 1); err != nil {
+				return err
+			}
+		}
+		if err := rs.client.Set(ctx, "rate:scriptcost:"+id, "1", time.Hour).Err(); err != nil {
+			return err
+		}
+	}
+	for _, impl := range []struct {
+		name  string
+		steps []step
+		call  func(id string) ([]string, []any)
+	}{
+		{"tileapi", tileapiSteps, func(id string) ([]string, []any) {
+			return []string{store.LogKey(id)}, []any{strings.Repeat("\x00", 96), ">dddddddddddd", ">I3I3", "2000"}
+		}},
+		{"redis_rate", rateSteps, func(id string) ([]string, []any) {
+			return []string{"rate:scriptcost:" + id}, []any{limit, limit, 1, 1}
+		}},
+	} {
+		fmt.Fprintf(stdout, "\n%s, a decision broken down:\n%-52s %14s\n", impl.name, "step", "instructions")
+		var before float64
+		for _, st := range impl.steps {
+			script := redis.NewScript(st.lua)
+			if err := rs.control("-z"); err != nil {
+				return err
+			}
+			for j := range n {
+				keys, args := impl.call("id-" + strconv.Itoa(j%ids))
+				if err := script.Run(ctx, rs.client, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+					return fmt.Errorf("%s: %s: %w", impl.name, st.name, err)
+				}
+			}
+			total, err := rs.dump()
+			if err != nil {
+				return err
+			}
+			per := float64(total) / float64(n)
+			fmt.Fprintf(stdout, "%-52s %14.0f\n", st.name, per-before)
+			before = per
+		}
+		fmt.Fprintf(stdout, "%-52s %14.0f\n", "the script's own Lua (the rest of a decision)", totals[impl.name]-before)
+	}
 	return nil
 }
 

@@ -11,12 +11,14 @@ import (
 )
 
 // A short run counts every implementation, and the counts make sense: each
-// a few tens of thousands of instructions, two limits dearer than one.
+// a few tens of thousands of instructions, two limits dearer than one; the
+// breakdown counts each step, and leaves the scripts' own Lua some of the
+// total.
 func TestScriptCost(t *testing.T) {
 	testenv.RequireCommand(t, "valgrind", "apt-get install valgrind")
 	testenv.RequireCommand(t, "redis-server", "apt-get install redis-server")
 	var out, log bytes.Buffer
-	if err := run(context.Background(), []string{"-n", "200"}, &out, &log); err != nil {
+	if err := run(context.Background(), []string{"-n", "200", "-breakdown"}, &out, &log); err != nil {
 		t.Fatalf("run: %v\n%s", err, log.String())
 	}
 	counts := map[string]float64{}
@@ -33,6 +35,9 @@ func TestScriptCost(t *testing.T) {
 		if c := counts[impl]; c < 10_000 || c > 10_000_000 {
 			t.Errorf("%s: %v instructions a decision, want between 10,000 and 10,000,000\n%s", impl, c, out.String())
 		}
+	}
+	if lua := strings.Count(out.String(), "the script's own Lua"); lua != 2 {
+		t.Errorf("%d breakdowns end with the script's own Lua, want 2\n%s", lua, out.String())
 	}
 	if counts["tileapi-2limits"] <= counts["tileapi"] {
 		t.Errorf("two limits cost %v, one %v: want two dearer\n%s", counts["tileapi-2limits"], counts["tileapi"], out.String())

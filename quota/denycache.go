@@ -1,0 +1,122 @@
+package quota
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Store is what DenyCache wraps: a *Redis or a *Memory.
+type Store interface {
+	Charge(ctx context.Context, identity string, plan Plan, cost int64) (Decision, error)
+	Peek(ctx context.Context, identity string, plan Plan) (Decision, error)
+	Refund(ctx context.Context, rc Receipt) (bool, error)
+	Settle(ctx context.Context, rc Receipt, actual int64) (Receipt, bool, error)
+	Reset(ctx context.Context, identity string) error
+}
+
+var (
+	_ Store = (*Redis)(nil)
+	_ Store = (*Memory)(nil)
+	_ Store = (*DenyCache)(nil)
+)
+
+// DenyCacheSize is the most denials a DenyCache remembers; when it is full,
+// a new one replaces a random one.
+const DenyCacheSize = 10_000
+
+// DenyCache answers, from memory, the charges that a denial just said
+// cannot fit: after the store denies an identity a cost c with a retry time
+// T, charges of that identity and plan costing c or more are denied until
+// T without asking the store, so a client that keeps hammering after its
+// 429 costs the store nothing.
+//
+// This is exact for the traffic of the process that holds the cache: only
+// a refund, settlement or reset frees units before T, and those made
+// through the cache drop its denial at once. One made by another process
+// (another server's refund) is not seen: the identity is then denied here
+// until T although the units may fit sooner, never admitted wrongly.
+// It is safe for concurrent use.
+type DenyCache struct {
+	store Store
+	now   func() time.Time
+
+	mu     sync.Mutex
+	denied map[string]denial
+}
+
+// denial is a remembered denial of an identity.
+type denial struct {
+	limits []Limit   // the plan's, which it holds for
+	cost   int64     // the cost denied; a costlier charge cannot fit either
+	until  time.Time // when it may fit
+	d      Decision
+}
+
+// NewDenyCache returns store with a cache of its denials in front.
+func NewDenyCache(store Store) *DenyCache {
+	return &DenyCache{store: store, now: time.Now, denied: make(map[string]denial)}
+}
+
+// Charge answers a charge a remembered denial covers with that denial
+// (its RetryAfter counting down), and asks the store otherwise.
+func (c *DenyCache) Charge(ctx context.Context, identity string, plan Plan, cost int64) (Decision, error) {
+	now := c.now()
+	c.mu.Lock()
+	e, ok := c.denied[identity]
+	c.mu.Unlock()
+	if ok && cost >= e.cost && now.Before(e.until) && slices.Equal(e.limits, plan.Limits) {
+		d := e.d
+		d.Cost, d.RetryAfter = cost, e.until.Sub(now)
+		return d, nil
+	}
+	d, err := c.store.Charge(ctx, identity, plan, cost)
+	if err == nil && !d.Allowed && d.RetryAfter > 0 {
+		c.mu.Lock()
+		if _, ok := c.denied[identity]; !ok && len(c.denied) >= DenyCacheSize {
+			for id := range c.denied { // map iteration starts at random
+				delete(c.denied, id)
+				break
+			}
+		}
+		c.denied[identity] = denial{limits: slices.Clone(plan.Limits), cost: cost, until: now.Add(d.RetryAfter), d: d}
+		c.mu.Unlock()
+	}
+	return d, err
+}
+
+// Peek asks the store: a look at usage is never answered from memory.
+func (c *DenyCache) Peek(ctx context.Context, identity string, plan Plan) (Decision, error) {
+	return c.store.Peek(ctx, identity, plan)
+}
+
+// Refund gives the charge back and forgets the identity's denial: the
+// units it frees may fit now.
+func (c *DenyCache) Refund(ctx context.Context, rc Receipt) (bool, error) {
+	// Before and after: a denial cached while the refund runs would
+	// outlive it.
+	c.forget(rc.identity)
+	defer c.forget(rc.identity)
+	return c.store.Refund(ctx, rc)
+}
+
+// Settle lowers the charge and forgets the identity's denial.
+func (c *DenyCache) Settle(ctx context.Context, rc Receipt, actual int64) (Receipt, bool, error) {
+	c.forget(rc.identity)
+	defer c.forget(rc.identity)
+	return c.store.Settle(ctx, rc, actual)
+}
+
+// Reset forgets the identity's charges, and its denial.
+func (c *DenyCache) Reset(ctx context.Context, identity string) error {
+	c.forget(identity)
+	defer c.forget(identity)
+	return c.store.Reset(ctx, identity)
+}
+
+func (c *DenyCache) forget(identity string) {
+	c.mu.Lock()
+	delete(c.denied, identity)
+	c.mu.Unlock()
+}

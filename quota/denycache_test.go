@@ -1,0 +1,91 @@
+package quota
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/internal/testenv"
+)
+
+// roundTrips counts the commands a client sends to Redis.
+type roundTrips struct{ n atomic.Int64 }
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
+}
+
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// A client that keeps charging after a denial costs Redis no round trip
+// until its retry time; a cheaper charge, or one after a refund, is asked.
+func TestDenyCache(t *testing.T) {
+	ctx := context.Background()
+	opt, err := redis.ParseURL(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(opt)
+	defer client.Close()
+	trips := &roundTrips{}
+	client.AddHook(trips)
+	c := NewDenyCache(NewRedis(client, WithPrefix(testPrefix(t))))
+	p := mustPlan(t, "deny", Limit{Name: "w", Max: 10, Window: 2 * time.Second})
+
+	first := charge(t, c, "a", p, 7)
+	if d := charge(t, c, "a", p, 5); d.Allowed || d.RetryAfter <= 0 {
+		t.Fatalf("5 more units of 10 with 7 used: %+v", d)
+	}
+	before := trips.n.Load()
+	for range 1000 {
+		if d := charge(t, c, "a", p, 5+int64(time.Now().UnixNano()%3)); d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > 2*time.Second {
+			t.Fatalf("a cached denial: %+v", d)
+		}
+	}
+	if n := trips.n.Load() - before; n != 0 {
+		t.Errorf("1000 charges of a denied cost made %d round trips, want none", n)
+	}
+	if d := charge(t, c, "a", p, 3); !d.Allowed {
+		t.Errorf("a cheaper charge that fits: %+v", d)
+	}
+	if n := trips.n.Load() - before; n != 1 {
+		t.Errorf("the cheaper charge made %d round trips, want 1", n)
+	}
+	// A refund through the cache frees units at once.
+	charge(t, c, "a", p, 5) // denied again, and cached
+	if ok, err := c.Refund(ctx, first.Receipt); !ok || err != nil {
+		t.Fatalf("refund: %v, %v", ok, err)
+	}
+	if d := charge(t, c, "a", p, 5); !d.Allowed {
+		t.Errorf("after a refund of 7: %+v, want admitted", d)
+	}
+	// Another identity, or another plan, is not covered.
+	if d := charge(t, c, "b", p, 5); !d.Allowed {
+		t.Errorf("another identity: %+v", d)
+	}
+	// Once the retry time has passed, the store is asked again.
+	d := charge(t, c, "a", p, 9)
+	if d.Allowed {
+		t.Fatalf("9 more of 10 with 8 used: %+v", d)
+	}
+	time.Sleep(d.RetryAfter + 10*time.Millisecond)
+	if d := charge(t, c, "a", p, 9); d.Allowed != true {
+		t.Errorf("after the retry time: %+v, want admitted", d)
+	}
+}
