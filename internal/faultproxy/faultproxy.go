@@ -80,8 +80,8 @@ func (p *Proxy) BlackHole() {
 	p.mode = blackHole
 }
 
-// Cut makes the target look dead: every connection is reset, and so is
-// every new one until Restore.
+// Cut makes the target look dead: every connection is closed, and every
+// new one reset, until Restore.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
 	p.mode = cut
@@ -254,10 +254,11 @@ func (p *Proxy) pump(c *pair, src, dst net.Conn, up bool) {
 }
 
 // close closes both connections and forgets the pair; p.mu must not be
-// held.
+// held. The client's is closed, not reset: an answer already written to it
+// is still read before the end of the stream, as Settle promises.
 func (c *pair) close() {
 	c.once.Do(func() {
-		reset(c.client)
+		c.client.Close()
 		c.server.Close()
 		c.p.mu.Lock()
 		delete(c.p.conns, c)
