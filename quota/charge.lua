@@ -12,11 +12,18 @@
 -- ARGV[2]  the struct format of the arguments and of the header, ARGV[3] of
 --          a record: built by Go, so the script builds none
 -- ARGV[4]  the longest window in milliseconds, as text: the log's TTL
+-- KEYS[2], ARGV[5] and on: only for a plan with calendar periods: the
+--          counters (a hash of a field a period limit: the period's start and
+--          the units used in it, packed doubles), ARGV[5] per period its
+--          start, end, the end of the one after, and max (packed doubles;
+--          the period that holds now is the first or, once now has passed
+--          its end, the second), then ARGV[6] on the periods' fields
 --
 -- Returns LATE when the deadline had passed, or the header as written (the caller reads the windows' sums and
 -- oldest records, the time, and the admitted record's index from it),
 -- followed, when nothing was admitted, by doubles: allowed (1 or 0), then per
--- limit when the cost fits (-1 if it does now). Numbers travel packed both
+-- limit when the cost fits (-1 if it does now); then per period its use,
+-- start and end. Numbers travel packed both
 -- ways: Redis would format each Lua number of a reply table, and each number
 -- argument, as text.
 --
@@ -114,6 +121,32 @@ for i = 1, n do
   if h[j + OLDEST] >= 0 then empty = false end
 end
 
+-- Calendar periods: an exact count a period, which starts again at zero at
+-- each boundary. pv holds per period its start, end, use and max.
+local np, pv = math.max(#ARGV - 5, 0), {}
+if np > 0 then
+  local pa = {unpack_('>' .. string.rep('d', 4 * np), ARGV[5])}
+  for i = 1, np do
+    local start, stop, after, pmax = pa[4 * i - 3], pa[4 * i - 2], pa[4 * i - 1], pa[4 * i]
+    if now >= stop then start, stop = stop, after end
+    local used, v = 0, call('HGET', KEYS[2], ARGV[5 + i])
+    if v then
+      local vs, vu = unpack_('>dd', v)
+      if vs == start then used = vu end -- a count of an earlier period is zero now
+    end
+    if used + cost > pmax then allowed = false end
+    pv[i] = {start, stop, used, pmax}
+  end
+end
+
+-- periods returns the periods' use, start and end, packed for the reply.
+local function periods()
+  if np == 0 then return '' end
+  local out = {}
+  for i = 1, np do out[3 * i - 2], out[3 * i - 1], out[3 * i] = pv[i][3], pv[i][1], pv[i][2] end
+  return pack('>' .. string.rep('d', 3 * np), unpack(out))
+end
+
 -- admit records the cost at now in every window and writes the log: the
 -- new record and the header in place at the tail (SETRANGE and PEXPIRE cost
 -- Redis less than a SET of a string built anew, even a short one). Once
@@ -146,7 +179,18 @@ local function admit()
   return header
 end
 
-if allowed and record then return admit() end
+if allowed and record then
+  local header = admit()
+  -- The counters live until the last of their periods ends.
+  local last = 0
+  for i = 1, np do
+    pv[i][3] = pv[i][3] + cost
+    call('HSET', KEYS[2], ARGV[5 + i], pack('>dd', pv[i][1], pv[i][3]))
+    if pv[i][2] > last then last = pv[i][2] end
+  end
+  if np > 0 then call('PEXPIREAT', KEYS[2], math.floor(last / 1000)) end
+  return header .. periods()
+end
 
 if empty then
   -- Nothing in any window: keep nothing at all.
@@ -182,4 +226,4 @@ for i = 1, n do
   local need = h[j + SUM] + cost - a[A_SHARED + A_PER * (i - 1) + 2]
   reply[i + 1] = (not allowed and need > 0) and fitsAt(j, need) or -1
 end
-return pack(hfmt, unpack(h)) .. pack('>' .. string.rep('d', n + 1), unpack(reply))
+return pack(hfmt, unpack(h)) .. pack('>' .. string.rep('d', n + 1), unpack(reply)) .. periods()

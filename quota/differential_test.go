@@ -49,6 +49,32 @@ func TestDifferentialRedisVersusMemory(t *testing.T) {
 			return time.Duration(rng.IntN(2000)) * time.Millisecond
 		})
 	})
+	t.Run("periods", func(t *testing.T) {
+		ny, err := time.LoadLocation("America/New_York")
+		if err != nil {
+			t.Skip("no time zone database:", err)
+		}
+		in := func(p Plan) Plan { p.Location = ny; return p }
+		periods := []Plan{
+			in(mustPlan(t, "daily", Limit{Name: "w", Max: 20, Window: 3 * time.Second}, PerDay(60))),
+			in(mustPlan(t, "monthly", Limit{Name: "burst", Max: 10, Window: time.Second}, PerMonth(300), PerDay(80))),
+			mustPlan(t, "utc-day", Limit{Name: "x", Max: 30, Window: 10 * time.Second}, PerDay(50)),
+		}
+		// Jumps of up to half a day cross midnights (New York's and
+		// UTC's), the ends of January and February, and the night New
+		// York's clocks go forward (14 March 2027).
+		differential(t, 10, periods, 4, func(rng *rand.Rand) time.Duration {
+			switch r := rng.IntN(10); {
+			case r < 6:
+				return time.Duration(rng.IntN(400)) * time.Millisecond
+			case r < 8:
+				return time.Duration(rng.IntN(30)) * time.Minute
+			case r < 9:
+				return time.Duration(rng.IntN(12)) * time.Hour
+			}
+			return 0
+		})
+	})
 	t.Run("large", func(t *testing.T) {
 		large := []Plan{
 			mustPlan(t, "large", Limit{Name: "w", Max: 5000, Window: 2 * time.Second}),

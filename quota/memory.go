@@ -16,10 +16,14 @@ import (
 type Memory struct {
 	now func() time.Time
 
-	mu    sync.Mutex
-	logs  map[string]*memLog
-	calls int
+	mu       sync.Mutex
+	logs     map[string]*memLog
+	counters map[string]map[string]memCounter // identity -> period limit -> its count
+	calls    int
 }
+
+// memCounter is the count of one period limit, as the script keeps it.
+type memCounter struct{ start, end, used int64 }
 
 type memLog struct {
 	entries []memEntry // in admit order, which is time order
@@ -42,7 +46,7 @@ func NewMemory(now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{now: now, logs: make(map[string]*memLog)}
+	return &Memory{now: now, logs: make(map[string]*memLog), counters: make(map[string]map[string]memCounter)}
 }
 
 // Allow charges a cost of 1: see Charge.
@@ -68,7 +72,8 @@ func (m *Memory) Peek(_ context.Context, identity string, plan Plan) (Decision, 
 }
 
 func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decision {
-	now := m.now().UnixMicro()
+	clock := m.now()
+	now := clock.UnixMicro()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweep(now)
@@ -83,20 +88,33 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 	var wmax int64
 	raw := make([]limitUsage, len(plan.Limits))
 	allowed := true
-	for i, l := range plan.Limits {
+	sliding, periods := plan.split()
+	for _, i := range sliding {
+		l := plan.Limits[i]
 		w := l.Window.Microseconds()
 		wmax = max(wmax, w)
 		raw[i] = lg.usage(now-w, cost-l.Max, w)
 		allowed = allowed && raw[i].used+cost <= l.Max
 	}
+	counts := make([]memCounter, len(periods))
+	for k, i := range periods {
+		l := plan.Limits[i]
+		start, end := l.Period.spanAt(clock, plan.location()).pick(now)
+		counts[k] = memCounter{start: start, end: end}
+		if c, ok := m.counters[identity][l.Name]; ok && c.start == start {
+			counts[k].used = c.used
+		}
+		allowed = allowed && counts[k].used+cost <= l.Max
+	}
 	lg.trim(now - wmax)
 
 	index := int64(-1)
-	if allowed && record {
+	admitted := allowed && record
+	if admitted {
 		index = lg.first + int64(len(lg.entries))
 		lg.entries = append(lg.entries, memEntry{at: now, cost: cost, cum: lg.total() + cost}) // time never runs back: still in order
 		lg.expires = now + wmax
-		for i := range raw {
+		for _, i := range sliding {
 			// The new entry is in every window; it is the oldest only of an
 			// empty one.
 			raw[i].used += cost
@@ -104,13 +122,25 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 				raw[i].oldest = now
 			}
 		}
+		if len(periods) > 0 && m.counters[identity] == nil {
+			m.counters[identity] = make(map[string]memCounter)
+		}
+		for k, i := range periods {
+			counts[k].used += cost
+			m.counters[identity][plan.Limits[i].Name] = counts[k]
+		}
+	}
+	marks := make([]periodMark, len(periods))
+	for k, i := range periods {
+		raw[i] = periodUsage(plan.Limits[i], counts[k].used, counts[k].end, cost, admitted)
+		marks[k] = periodMark{name: plan.Limits[i].Name, start: counts[k].start}
 	}
 	if lg.weight() == 0 {
 		delete(m.logs, identity) // as the script deletes a log with nothing in any window
 	} else {
 		m.logs[identity] = lg
 	}
-	return decide(identity, plan, cost, allowed, now, index, raw)
+	return decide(identity, plan, cost, allowed, now, index, raw, marks)
 }
 
 // usage measures the window that holds the entries admitted after cut. excess
@@ -187,6 +217,16 @@ func (m *Memory) sweep(now int64) {
 			delete(m.logs, id)
 		}
 	}
+	for id, cs := range m.counters {
+		for name, c := range cs {
+			if now >= c.end {
+				delete(cs, name)
+			}
+		}
+		if len(cs) == 0 {
+			delete(m.counters, id)
+		}
+	}
 }
 
 // Refund removes an admitted charge: see Redis.Refund.
@@ -211,6 +251,19 @@ func (m *Memory) Settle(_ context.Context, rc Receipt, actual int64) (Receipt, b
 	if i < 0 || i >= int64(len(lg.entries)) || lg.entries[i].at != rc.at || lg.entries[i].cost != rc.cost {
 		return Receipt{}, false, nil
 	}
+	if actual != rc.cost {
+		// The periods the charge was counted in give back the difference
+		// too, if they are still the counters' periods.
+		for _, p := range rc.periods {
+			if p.name == "" {
+				break
+			}
+			if c, ok := m.counters[rc.identity][p.name]; ok && c.start == p.start {
+				c.used = max(c.used-(rc.cost-actual), 0)
+				m.counters[rc.identity][p.name] = c
+			}
+		}
+	}
 	lg.entries[i].cost = actual
 	lg.recount(int(i))
 	if actual == 0 {
@@ -225,5 +278,6 @@ func (m *Memory) Reset(_ context.Context, identity string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.logs, identity)
+	delete(m.counters, identity)
 	return nil
 }

@@ -57,7 +57,8 @@ func TestMemoryPerEntry(t *testing.T) {
 			members := make([]redis.Z, 0, 1000)
 			for ; done < tc.entries && pipe.Len() < 1000; done++ {
 				cost := 1 + tick%9
-				keys, args := s.chargeCall("m", p, cost, true, 0)
+				sliding, periods := p.split()
+				keys, args := s.chargeCall("m", p, sliding, periods, cost, true, 0)
 				chargeScript.EvalSha(ctx, pipe, keys, args...)
 				at := epoch.Add(time.Duration(tick) * time.Millisecond).UnixMicro()
 				members = append(members, redis.Z{Score: float64(at), Member: oldMember(at, cost)})

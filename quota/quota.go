@@ -32,8 +32,11 @@ type Limit struct {
 	// Max is the largest total cost admitted within any trailing Window.
 	Max int64
 	// Window is the length of the sliding window, a whole number of
-	// milliseconds.
+	// milliseconds; zero for a Period limit.
 	Window time.Duration
+	// Period, when set, makes the limit count in calendar periods (a day,
+	// a month) in the plan's Location instead of a sliding Window.
+	Period Period
 }
 
 // PerSecond returns a limit named "second" of max units per second.
@@ -45,8 +48,12 @@ func PerMinute(max int64) Limit { return Limit{Name: "minute", Max: max, Window:
 // PerHour returns a limit named "hour" of max units per hour.
 func PerHour(max int64) Limit { return Limit{Name: "hour", Max: max, Window: time.Hour} }
 
-// String reads like prose: "300 per 1m0s (minute)".
+// String reads like prose: "300 per 1m0s (minute)", "100000 per month
+// (month)".
 func (l Limit) String() string {
+	if l.Period != Sliding {
+		return fmt.Sprintf("%d per %s (%s)", l.Max, l.Period, l.Name)
+	}
 	return fmt.Sprintf("%d per %s (%s)", l.Max, l.Window, l.Name)
 }
 
@@ -54,6 +61,9 @@ func (l Limit) String() string {
 type Plan struct {
 	Name   string
 	Limits []Limit
+	// Location is the time zone whose midnights and firsts of the month
+	// bound the plan's Period limits; nil is UTC.
+	Location *time.Location
 }
 
 // NewPlan returns a validated plan.
@@ -62,15 +72,33 @@ func NewPlan(name string, limits ...Limit) (Plan, error) {
 	return p, p.Validate()
 }
 
-// Validate reports whether the plan can be enforced: at least one limit,
-// names that are unique tokens, maxima in [1, MaxUnits] and windows of a
-// whole number of milliseconds, at least one.
+// Validate reports whether the plan can be enforced: at least one sliding
+// window (the log that receipts name charges in), names that are unique
+// tokens, maxima in [1, MaxUnits], windows of a whole number of
+// milliseconds, at least one, and periods of a day or a month (without a
+// window).
 func (p Plan) Validate() error {
-	if len(p.Limits) == 0 {
-		return invalid("plan %q has no limits", p.Name)
-	}
+	sliding := 0
 	seen := make(map[string]bool, len(p.Limits))
 	for _, l := range p.Limits {
+		if err := l.Period.valid(); err != nil {
+			return invalid("plan %q: limit %q: %v", p.Name, l.Name, err)
+		}
+		if l.Period != Sliding {
+			switch {
+			case !isToken(l.Name):
+				return invalid("plan %q: limit name %q must be letters, digits, '-', '_' or '.'", p.Name, l.Name)
+			case seen[l.Name]:
+				return invalid("plan %q: limit name %q appears twice", p.Name, l.Name)
+			case l.Max < 1 || l.Max > MaxUnits:
+				return invalid("plan %q: limit %q: max %d is not in [1, %d]", p.Name, l.Name, l.Max, int64(MaxUnits))
+			case l.Window != 0:
+				return invalid("plan %q: limit %q: a %s limit has no window", p.Name, l.Name, l.Period)
+			}
+			seen[l.Name] = true
+			continue
+		}
+		sliding++
 		switch {
 		case !isToken(l.Name):
 			return invalid("plan %q: limit name %q must be letters, digits, '-', '_' or '.'", p.Name, l.Name)
@@ -83,7 +111,26 @@ func (p Plan) Validate() error {
 		}
 		seen[l.Name] = true
 	}
+	if sliding == 0 {
+		return invalid("plan %q has no sliding window: a plan needs at least one beside its day and month limits", p.Name)
+	}
+	if len(p.Limits)-sliding > MaxPeriods {
+		return invalid("plan %q has %d day and month limits, more than %d", p.Name, len(p.Limits)-sliding, MaxPeriods)
+	}
 	return nil
+}
+
+// split returns the indexes in p.Limits of its sliding windows and of its
+// calendar periods.
+func (p Plan) split() (sliding, periods []int) {
+	for i, l := range p.Limits {
+		if l.Period == Sliding {
+			sliding = append(sliding, i)
+		} else {
+			periods = append(periods, i)
+		}
+	}
+	return sliding, periods
 }
 
 // MaxCost is the largest cost the plan can ever admit: the smallest maximum
@@ -160,7 +207,8 @@ type LimitState struct {
 	// Remaining is Max - Used, never below zero.
 	Remaining int64
 	// ResetAfter is when the oldest charge in the window leaves it, freeing
-	// capacity; zero when the window is empty.
+	// capacity, zero when the window is empty; for a Period limit, when
+	// the period ends and its count starts again at zero.
 	ResetAfter time.Duration
 }
 
@@ -173,6 +221,18 @@ type Receipt struct {
 	index    int64 // the charge's record, counted since the identity's log began
 	at       int64 // admit time, microseconds since the Unix epoch
 	cost     int64
+	// periods are the calendar periods it was counted in: an array, so a
+	// Receipt stays comparable.
+	periods [MaxPeriods]periodMark
+}
+
+// MaxPeriods is the most Period limits a plan may have.
+const MaxPeriods = 4
+
+// periodMark names the period of a period limit a charge was counted in.
+type periodMark struct {
+	name  string
+	start int64 // microseconds since the Unix epoch
 }
 
 // Cost returns the units the receipt holds charged.

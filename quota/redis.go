@@ -101,7 +101,8 @@ func (r *Redis) Peek(ctx context.Context, identity string, plan Plan) (Decision,
 }
 
 func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64, record bool) (Decision, error) {
-	keys, args := r.chargeCall(identity, plan, cost, record, r.deadline(ctx))
+	sliding, periods := plan.split()
+	keys, args := r.chargeCall(identity, plan, sliding, periods, cost, record, r.deadline(ctx))
 	reply, err := chargeScript.Run(ctx, r.client, keys, args...).Text()
 	if err != nil {
 		return Decision{}, fmt.Errorf("quota: charge: %w", err)
@@ -110,36 +111,44 @@ func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64,
 		return Decision{}, ErrLate
 	}
 	// The header as written, then, if nothing was admitted, whether the
-	// cost fits and when it does in each limit.
-	n := len(plan.Limits)
-	size := 8 * headerFields(n)
-	admitted := len(reply) == size
-	if !admitted && len(reply) != size+8*(1+n) {
-		return Decision{}, fmt.Errorf("quota: charge: script returned %d bytes, want %d or %d", len(reply), size, size+8*(1+n))
+	// cost fits and when it does in each window, then each period's use,
+	// start and end.
+	n, np := len(sliding), len(periods)
+	size, tail := 8*headerFields(n), 24*np
+	admitted := len(reply) == size+tail
+	if !admitted && len(reply) != size+8*(1+n)+tail {
+		return Decision{}, fmt.Errorf("quota: charge: script returned %d bytes, want %d or %d", len(reply), size+tail, size+8*(1+n)+tail)
 	}
-	h, extra := header(reply[:size]), header(reply[size:])
-	raw := make([]limitUsage, n)
-	for i := range raw {
-		raw[i] = limitUsage{used: h.window(i, wSum), oldest: h.window(i, wOldest), freeAt: -1}
+	h, extra, ps := header(reply[:size]), header(reply[size:len(reply)-tail]), header(reply[len(reply)-tail:])
+	now := h.field(hLast)
+	raw := make([]limitUsage, len(plan.Limits))
+	for k, i := range sliding {
+		raw[i] = limitUsage{used: h.window(k, wSum), oldest: h.window(k, wOldest), freeAt: -1}
 		if !admitted {
-			raw[i].freeAt = extra.field(2 + i)
+			raw[i].freeAt = extra.field(2 + k)
 		}
+	}
+	marks := make([]periodMark, np)
+	for k, i := range periods {
+		used, start, end := ps.field(1+3*k), ps.field(2+3*k), ps.field(3+3*k)
+		raw[i] = periodUsage(plan.Limits[i], used, end, cost, admitted)
+		marks[k] = periodMark{name: plan.Limits[i].Name, start: start}
 	}
 	index := int64(-1)
 	if admitted {
 		index = h.field(hFirst) + h.field(hTail) - 1
 	}
 	if r.now == nil {
-		r.offset.observe(h.field(hLast))
+		r.offset.observe(now)
 	}
-	return decide(identity, plan, cost, admitted || extra.field(1) == 1, h.field(hLast), index, raw), nil
+	return decide(identity, plan, cost, admitted || extra.field(1) == 1, now, index, raw, marks), nil
 }
 
 // chargeCall returns the keys and arguments of charge.lua: the numbers
 // packed as big-endian doubles (see the a* fields), so the script parses no
 // number, their struct format and that of a record, and the log's TTL.
-func (r *Redis) chargeCall(identity string, plan Plan, cost int64, record bool, deadline int64) ([]string, []any) {
-	n := len(plan.Limits)
+func (r *Redis) chargeCall(identity string, plan Plan, sliding, periods []int, cost int64, record bool, deadline int64) ([]string, []any) {
+	n := len(sliding)
 	tb, cb := recordWidths(plan)
 	packed := make([]byte, 0, 8*headerFields(n))
 	put := func(v int64) { packed = binary.BigEndian.AppendUint64(packed, math.Float64bits(float64(v))) }
@@ -150,14 +159,38 @@ func (r *Redis) chargeCall(identity string, plan Plan, cost int64, record bool, 
 	put(int64(cb))
 	put(int64(n))
 	put(deadline)
-	for _, l := range plan.Limits {
-		put(l.Window.Microseconds())
-		put(l.Max)
+	for _, i := range sliding {
+		put(plan.Limits[i].Window.Microseconds())
+		put(plan.Limits[i].Max)
 	}
 	for len(packed) < cap(packed) {
 		put(0)
 	}
-	return []string{r.key(identity)}, []any{string(packed), headerFormat(n), recordFormats[tb][cb], longestMillis(plan)}
+	keys := []string{r.key(identity)}
+	args := []any{string(packed), headerFormat(n), recordFormats[tb][cb], longestMillis(plan)}
+	if len(periods) == 0 {
+		return keys, args
+	}
+	// The periods: the span of each around this process's clock (the
+	// script picks the period that holds Redis's), its max, and its
+	// field in the counters.
+	keys = append(keys, r.countersKey(identity))
+	now := time.Now()
+	if r.now != nil {
+		now = r.now()
+	}
+	spans := make([]byte, 0, 8*4*len(periods))
+	for _, i := range periods {
+		sp := plan.Limits[i].Period.spanAt(now, plan.location())
+		for _, v := range []int64{sp.start, sp.end, sp.next, plan.Limits[i].Max} {
+			spans = binary.BigEndian.AppendUint64(spans, math.Float64bits(float64(v)))
+		}
+	}
+	args = append(args, string(spans))
+	for _, i := range periods {
+		args = append(args, plan.Limits[i].Name)
+	}
+	return keys, args
 }
 
 // deadline is ctx's deadline in Redis time, microseconds, by the offset of
@@ -240,8 +273,18 @@ func (r *Redis) settle(ctx context.Context, rc Receipt, actual int64) (Receipt, 
 	if err := checkSettle(rc, actual); err != nil {
 		return Receipt{}, false, err
 	}
-	found, err := settleScript.Run(ctx, r.client, []string{r.key(rc.identity)},
-		rc.index, rc.at, rc.cost, actual).Int()
+	keys := []string{r.key(rc.identity)}
+	args := []any{rc.index, rc.at, rc.cost, actual}
+	for _, m := range rc.periods {
+		if m.name == "" {
+			break
+		}
+		if len(keys) == 1 {
+			keys = append(keys, r.countersKey(rc.identity))
+		}
+		args = append(args, m.name, m.start)
+	}
+	found, err := settleScript.Run(ctx, r.client, keys, args...).Int()
 	switch {
 	case err != nil:
 		return Receipt{}, false, fmt.Errorf("quota: settle: %w", err)
@@ -256,7 +299,7 @@ func (r *Redis) settle(ctx context.Context, rc Receipt, actual int64) (Receipt, 
 
 // Reset forgets every charge of identity, under every plan.
 func (r *Redis) Reset(ctx context.Context, identity string) error {
-	if err := r.client.Del(ctx, r.key(identity)).Err(); err != nil {
+	if err := r.client.Del(ctx, r.key(identity), r.countersKey(identity)).Err(); err != nil {
 		return fmt.Errorf("quota: reset: %w", err)
 	}
 	return nil
@@ -287,6 +330,13 @@ func (r *Redis) ReadLog(ctx context.Context, identity string) ([]LogEntry, error
 // expire on their own.
 func (r *Redis) key(identity string) string {
 	return r.prefix + "{" + escapeIdentity(identity) + "}:l3"
+}
+
+// countersKey is identity's calendar counters: a hash of a field a period
+// limit, each the start of its period and the units used in it. It shares
+// the log's hash tag.
+func (r *Redis) countersKey(identity string) string {
+	return r.prefix + "{" + escapeIdentity(identity) + "}:c3"
 }
 
 // nowMicros is the injected clock's time, or -1 for the script to read

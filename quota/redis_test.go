@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -335,5 +336,48 @@ func TestReadLog(t *testing.T) {
 		if _, err := parseLog(bad); err == nil {
 			t.Errorf("parseLog(%q) accepted it", bad)
 		}
+	}
+}
+
+// Under concurrency across clients, a day limit admits exactly its max,
+// never more: its counter is checked and charged in the same script as the
+// windows.
+func TestConcurrentPeriodExactness(t *testing.T) {
+	ctx := context.Background()
+	for _, target := range redisTargets {
+		t.Run(target.name, func(t *testing.T) {
+			prefix := testPrefix(t)
+			clients := target.clients(t, 4)
+			plan := mustPlan(t, "daily", Limit{Name: "w", Max: 1 << 20, Window: time.Minute}, PerDay(500))
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for g := range 64 {
+				s := NewRedis(clients[g%len(clients)], WithPrefix(prefix))
+				wg.Go(func() {
+					for i := range 40 {
+						cost := int64(1 + (g+i)%5)
+						d, err := s.Charge(ctx, "day", plan, cost)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if d.Allowed {
+							admitted.Add(cost)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			s := NewRedis(clients[0], WithPrefix(prefix))
+			d, err := s.Peek(ctx, "day", plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// 64 x 40 charges of 1 to 5 units ask for far more than 500:
+			// the day fills to exactly its max, or within a cost of it.
+			if got := admitted.Load(); got != d.Limits[1].Used || got > 500 || got < 500-4 {
+				t.Errorf("admitted %d, the day counts %d: want equal, at most 500 and within 4 of it", got, d.Limits[1].Used)
+			}
+		})
 	}
 }

@@ -5,6 +5,9 @@
 -- ARGV[1]  the record's index, counted since the log began
 -- ARGV[2]  its admit time and ARGV[3] its cost, as the receipt holds them
 -- ARGV[4]  the new cost, 0 to refund
+-- KEYS[2], ARGV[5] on: only for a charge counted in calendar periods: the
+--          counters (see charge.lua), then per period its field and the
+--          start of the period the charge was counted in
 --
 -- Returns 1 if the record was found (and is now at the new cost), 0 when the
 -- receipt names no record still in a window: already refunded, settled under
@@ -24,6 +27,18 @@ local off, old = unpack_(rfmt, records(p, p + 1))
 if h[BASE] + off ~= at or old ~= cost then return 0 end
 if actual == old then return 1 end
 call('SETRANGE', key, p * width, pack(rfmt, off, actual))
+
+-- The periods the charge was counted in give back the difference too, if
+-- they are still the counters' periods.
+for i = 5, #ARGV, 2 do
+  local v = call('HGET', KEYS[2], ARGV[i])
+  if v then
+    local start, used = unpack_('>dd', v)
+    if start == tonumber(ARGV[i + 1]) then
+      call('HSET', KEYS[2], ARGV[i], pack('>dd', start, math.max(used - (old - actual), 0)))
+    end
+  end
+end
 
 -- A window still holding the record (it is at or after the window's oldest)
 -- loses the difference; a window it has left keeps its sum. A refunded

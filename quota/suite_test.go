@@ -395,3 +395,113 @@ func TestSameInstant(t *testing.T) {
 		}
 	})
 }
+
+// A day limit counts exactly from midnight to midnight in the plan's time
+// zone, beside its sliding window and in the same decision: all or
+// nothing; a denial by it says when the day ends; refunds and settlements
+// give back to it; the next day starts at zero.
+func TestPeriods(t *testing.T) {
+	ctx := context.Background()
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Skip("no time zone database:", err)
+	}
+	p := mustPlan(t, "daily", Limit{Name: "burst", Max: 8, Window: time.Second}, PerDay(10))
+	p.Location = ny
+	eachStore(t, func(t *testing.T, fx fixture) {
+		// epoch is 03:00 in New York: 21 hours to midnight.
+		toMidnight := 21 * time.Hour
+		a := charge(t, fx.store, "p", p, 6)
+		if st := a.Limits[1]; st.Used != 6 || st.Remaining != 4 || st.ResetAfter != toMidnight {
+			t.Fatalf("day after 6: %+v, want 6 used and a reset at midnight", st)
+		}
+		// The burst denies 3 (6+3 > 8): nothing is counted in the day.
+		if d := charge(t, fx.store, "p", p, 3); d.Allowed || d.BindingLimit().Limit.Name != "burst" {
+			t.Fatalf("3 more in the burst: %+v", d)
+		}
+		// A refund gives back to the day too.
+		if ok, err := fx.store.Refund(ctx, a.Receipt); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if u := peek(t, fx.store, "p", p).Limits[1]; u.Used != 0 {
+			t.Fatalf("day after the refund: used %d, want 0", u.Used)
+		}
+		charge(t, fx.store, "p", p, 6)
+		fx.clock.Set(2 * time.Second)
+		// The day denies 5 (6+5 > 10), until midnight; nothing goes in the log.
+		d := charge(t, fx.store, "p", p, 5)
+		if d.Allowed || d.BindingLimit().Limit.Name != "day" || d.RetryAfter != toMidnight-2*time.Second {
+			t.Fatalf("5 more in the day: %+v, want a denial by day until midnight", d)
+		}
+		if u := peek(t, fx.store, "p", p).Limits; u[0].Used != 0 || u[1].Used != 6 {
+			t.Fatalf("usage after denials: %+v", u)
+		}
+		// A settlement gives back to the day too.
+		b := charge(t, fx.store, "p", p, 4)
+		if _, ok, err := fx.store.Settle(ctx, b.Receipt, 1); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if u := peek(t, fx.store, "p", p).Limits[1]; u.Used != 7 {
+			t.Fatalf("day after 4 settled to 1: used %d, want 7", u.Used)
+		}
+		charge(t, fx.store, "p", p, 3)
+		// One microsecond before midnight in New York the day is full;
+		// at midnight it starts again.
+		fx.clock.Set(toMidnight - time.Microsecond)
+		if d := charge(t, fx.store, "p", p, 2); d.Allowed {
+			t.Fatalf("at 23:59:59.999999: %+v, want denied", d)
+		}
+		fx.clock.Set(toMidnight)
+		d = charge(t, fx.store, "p", p, 8)
+		if !d.Allowed || d.Limits[1].Used != 8 || d.Limits[1].ResetAfter != 24*time.Hour {
+			t.Fatalf("at midnight: %+v, want 8 of a new day of 24 hours", d)
+		}
+		// Reset forgets the day's count too.
+		if err := fx.store.Reset(ctx, "p"); err != nil {
+			t.Fatal(err)
+		}
+		if u := peek(t, fx.store, "p", p).Limits[1]; u.Used != 0 {
+			t.Errorf("after Reset the day holds %d", u.Used)
+		}
+	})
+}
+
+// A month limit starts again on the first of the month, at midnight in the
+// plan's time zone, whatever the month's length.
+func TestMonthBoundary(t *testing.T) {
+	p := mustPlan(t, "monthly", Limit{Name: "w", Max: 100, Window: time.Minute}, PerMonth(5))
+	eachStore(t, func(t *testing.T, fx fixture) {
+		endOfJanuary := time.Date(2027, time.February, 1, 0, 0, 0, 0, time.UTC).Sub(epoch)
+		fx.clock.Set(endOfJanuary - time.Hour)
+		charge(t, fx.store, "m", p, 5)
+		if d := charge(t, fx.store, "m", p, 1); d.Allowed || d.RetryAfter != time.Hour {
+			t.Fatalf("the month is full an hour before it ends: %+v", d)
+		}
+		fx.clock.Set(endOfJanuary)
+		d := charge(t, fx.store, "m", p, 5)
+		if !d.Allowed || d.Limits[1].ResetAfter != 28*24*time.Hour {
+			t.Fatalf("on the first of February: %+v, want a month of 28 days", d)
+		}
+	})
+}
+
+// Plans with periods are validated.
+func TestPeriodPlans(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		limits []Limit
+	}{
+		{"no sliding window", []Limit{PerDay(5)}},
+		{"a window on a period", []Limit{PerMinute(5), {Name: "day", Max: 5, Window: time.Hour, Period: Day}}},
+		{"an unknown period", []Limit{PerMinute(5), {Name: "year", Max: 5, Period: "year"}}},
+		{"a name twice", []Limit{PerMinute(5), {Name: "minute", Max: 5, Period: Day}}},
+		{"too many", []Limit{PerMinute(5), {Name: "a", Max: 1, Period: Day}, {Name: "b", Max: 1, Period: Day}, {Name: "c", Max: 1, Period: Day}, {Name: "d", Max: 1, Period: Day}, {Name: "e", Max: 1, Period: Day}}},
+	} {
+		if _, err := NewPlan(tc.name, tc.limits...); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", tc.name, err)
+		}
+	}
+	if _, err := NewPlan("ok", PerMinute(5), PerDay(50), PerMonth(500)); err != nil {
+		t.Error(err)
+	}
+}
