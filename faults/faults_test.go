@@ -1,0 +1,387 @@
+package faults
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tileapi/tileapi/loadtest"
+)
+
+// The phases of each run: load alone, the fault, and after it is lifted.
+// Every request that starts more than recovery after the lift must be
+// metered again.
+const (
+	calm     = time.Second
+	faultFor = 1500 * time.Millisecond
+	after    = 2 * time.Second
+	recovery = time.Second
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "tileapi-faults-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := 1
+	if bin, err = loadtest.Build(context.Background(), dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	} else {
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// fault is one way for Redis or PostgreSQL to fail.
+type fault struct {
+	name    string
+	replica bool // the rig needs a replica of its Redis
+	// inject starts the fault and returns what lifts it.
+	inject func(t *testing.T, r *rig) (lift func())
+	// allowed lists the outcomes a request that meets the fault may have,
+	// failing closed or open; before the fault and once recovered, every
+	// request is "200 charged" (or, where its quota call was late, what
+	// redisFailing says).
+	allowed func(closed bool) []string
+	// atLift lists the outcomes also allowed of a request in flight when
+	// the fault is lifted: a black hole resets the connections whose bytes
+	// it dropped.
+	atLift []string
+	// bites says at least one request must meet the fault and not be
+	// charged: the fault took effect.
+	bites bool
+	// readyz is what /readyz answers during the fault; nil: not asked.
+	readyz func(closed bool) string
+	// unknownKey: during the fault an unknown key must be answered 503
+	// keys-unavailable.
+	unknownKey bool
+	// wait is the most the fault may add to a request's time.
+	wait time.Duration
+}
+
+var faults = []fault{
+	{name: "redis dead", bites: true, wait: redisWait, allowed: redisFailing, readyz: redisNotReady,
+		inject: func(t *testing.T, r *rig) func() {
+			r.hold(t)
+			r.rproxy.Cut()
+			return r.rproxy.Restore
+		}},
+	{name: "redis hung (SIGSTOP)", bites: true, wait: redisWait, allowed: redisFailing, readyz: redisNotReady,
+		inject: func(t *testing.T, r *rig) func() {
+			r.redis.Hang(t)
+			return r.redis.Resume
+		}},
+	{name: "redis hung (black hole)", bites: true, wait: redisWait, allowed: redisFailing, readyz: redisNotReady,
+		inject: func(t *testing.T, r *rig) func() {
+			r.rproxy.BlackHole()
+			return r.rproxy.Restore
+		}},
+	{name: "redis slow (200 ms)", bites: true, wait: redisWait, allowed: redisFailing, readyz: redisNotReady,
+		inject: func(t *testing.T, r *rig) func() {
+			r.rproxy.SetLatency(200*time.Millisecond, 0)
+			return r.rproxy.Restore
+		}},
+	{name: "redis restarted", wait: redisWait, allowed: redisFailing,
+		inject: func(t *testing.T, r *rig) func() {
+			r.hold(t)
+			for id, n := range r.usage(t) {
+				r.wiped[id] += n
+			}
+			r.redis.Stop()
+			if err := r.redis.Start(); err != nil {
+				t.Fatal(err)
+			}
+			r.rproxy.Restore()
+			return func() {}
+		}},
+	{name: "redis SCRIPT FLUSH", wait: redisWait, allowed: func(bool) []string { return []string{charged} },
+		inject: func(t *testing.T, r *rig) func() {
+			done := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for {
+					if err := redisDo(r.redis.Addr, "SCRIPT", "FLUSH"); err != nil {
+						t.Error(err)
+					}
+					select {
+					case <-done:
+						return
+					case <-time.After(100 * time.Millisecond):
+					}
+				}
+			})
+			return func() { close(done); wg.Wait() }
+		}},
+	{name: "redis failed over", replica: true, wait: redisWait, allowed: redisFailing,
+		inject: func(t *testing.T, r *rig) func() {
+			r.hold(t)
+			// The replica takes over once it has every write the primary
+			// acknowledged, as a coordinated failover does.
+			want := replOffset(t, r.redis.Addr, "master_repl_offset")
+			for deadline := time.Now().Add(2 * time.Second); replOffset(t, r.replica.Addr, "master_repl_offset") < want; {
+				if time.Now().After(deadline) {
+					t.Fatal("the replica did not catch up with its primary")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if err := redisDo(r.replica.Addr, "REPLICAOF", "NO", "ONE"); err != nil {
+				t.Fatal(err)
+			}
+			r.redis.Stop()
+			r.redis, r.replica = r.replica, nil
+			r.rproxy.Retarget(r.redis.Addr)
+			r.rproxy.Restore()
+			return func() {}
+		}},
+	{name: "postgres dead", bites: true, wait: dbWait, unknownKey: true,
+		allowed: dbFailing("503 database-unavailable"),
+		inject: func(t *testing.T, r *rig) func() {
+			r.dproxy.Cut()
+			return r.dproxy.Restore
+		}},
+	{name: "postgres hung", bites: true, wait: dbWait, unknownKey: true,
+		allowed: dbFailing("504 query-timeout"),
+		atLift:  []string{"503 database-unavailable refunded"},
+		inject: func(t *testing.T, r *rig) func() {
+			r.dproxy.BlackHole()
+			return r.dproxy.Restore
+		}},
+}
+
+// redisFailing is the failure policy for a Redis that does not answer.
+func redisFailing(closed bool) []string {
+	if closed {
+		return []string{charged, "503 quota-unavailable"}
+	}
+	return []string{charged, "200 unmetered"}
+}
+
+// dbFailing is the failure policy for a database that fails a request
+// with problem: served from the tile cache, or the problem with the charge
+// refunded; failing open, a request whose quota call was late was not
+// charged, and has nothing to refund.
+func dbFailing(problem string) func(closed bool) []string {
+	return func(closed bool) []string {
+		if closed {
+			return []string{charged, problem + " refunded"}
+		}
+		return []string{charged, problem + " refunded", problem + " unmetered"}
+	}
+}
+
+// redisNotReady is /readyz while Redis does not answer: it says so, and
+// takes the server out of rotation only if the server fails closed.
+func redisNotReady(closed bool) string {
+	if closed {
+		return "503 redis failing"
+	}
+	return "200 redis failing"
+}
+
+func TestFaults(t *testing.T) {
+	db := loadedDatabase(t)
+	var rows []row
+	for _, f := range faults {
+		for _, closed := range []bool{false, true} {
+			policy := "fail-open"
+			if closed {
+				policy = "fail-closed"
+			}
+			t.Run(f.name+"/"+policy, func(t *testing.T) {
+				rw := runFault(t, db, f, closed)
+				rw.fault, rw.policy = f.name, policy
+				rows = append(rows, rw)
+			})
+		}
+	}
+	if testing.Verbose() {
+		t.Logf("\n%s", table(rows))
+	}
+}
+
+// row is what one run observed, for the table.
+type row struct {
+	fault, policy string
+	requests      int
+	during        map[string]int // outcomes of the requests that met the fault
+	worst         time.Duration  // of any request
+	budget        time.Duration
+	readyz        string
+	late          int           // requests outside the fault not charged because Redis answered late
+	recovered     time.Duration // from the lift to the end of the last request not charged
+	usage, served int64         // units in the quota, units of responses served as charged
+}
+
+// runFault drives the rig's servers, injects f, lifts it, and checks the
+// four properties.
+func runFault(t *testing.T, db string, f fault, closed bool) row {
+	r := newRig(t, db, closed, f.replica)
+	hc := newHTTPClient()
+	stop := drive(t, hc, r)
+	time.Sleep(calm)
+
+	rw := row{during: map[string]int{}}
+	start := time.Now()
+	lift := f.inject(t, r)
+	time.Sleep(faultFor / 2)
+	var probes []result
+	if f.readyz != nil {
+		got, took := readiness(hc, r.urls[0])
+		rw.readyz = fmt.Sprintf("%s (%d ms)", got, took.Milliseconds())
+		if want := f.readyz(closed); got != want {
+			t.Errorf("/readyz during the fault: %q; want %q", got, want)
+		}
+	}
+	if f.unknownKey {
+		probes = append(probes, get(hc, r.urls[0], searches[0], "unknown-"+randomHex(), "unknown-key"))
+	}
+	time.Sleep(time.Until(start.Add(faultFor)))
+	lifting := time.Now()
+	lift()
+	lifted := time.Now()
+	time.Sleep(after)
+	results := stop()
+	rw.requests = len(results) + len(probes)
+
+	// The worst request time stays within the budget.
+	var worst result
+	work := minWork
+	for _, res := range append(results, probes...) {
+		if res.took() > worst.took() {
+			worst = res
+		}
+		if res.end.Before(start) {
+			work = max(work, res.took())
+		}
+	}
+	rw.worst, rw.budget = worst.took(), f.wait+work+margin
+	if rw.worst > rw.budget {
+		t.Errorf("the slowest request took %v, over the budget of %v (%v for the fault, %v of work, %v margin): %s %s, %s, started %v after the fault%s",
+			rw.worst.Round(time.Millisecond), rw.budget.Round(time.Millisecond), f.wait, work.Round(time.Millisecond), margin,
+			worst.id, worst.path, worst.outcome(), worst.start.Sub(start).Round(time.Millisecond), r.logOf(worst.id))
+	}
+
+	// The status codes are what the policy says. On a loaded machine a
+	// Redis call can outlast the quota timeout at any time, and the policy's
+	// answer to that is right at any time; it is told from a fault that
+	// fails fast (a NOSCRIPT let through, a refused connection) by the time
+	// the request waited.
+	allowed := f.allowed(closed)
+	bad := map[string][]result{}
+	var met, recovered, stillLate int // requests that met the fault and were not charged; requests after recovery; late ones of those
+	for _, res := range results {
+		o := res.outcome()
+		late := o != charged && res.took() >= quotaTimeout && slices.Contains(redisFailing(closed), o)
+		switch {
+		case res.end.Before(start):
+			if o != charged && !late {
+				bad["before the fault: "+o] = append(bad["before the fault: "+o], res)
+			}
+			rw.late += b2i(late)
+		case res.start.After(lifted.Add(recovery)):
+			recovered++
+			if o != charged && !late {
+				k := fmt.Sprintf("%v after the fault was lifted: %s", recovery, o)
+				bad[k] = append(bad[k], res)
+			}
+			stillLate += b2i(late)
+			rw.late += b2i(late)
+		case res.start.After(lifted):
+			if !slices.Contains(allowed, o) && !slices.Contains(f.atLift, o) && !late {
+				bad["as the fault was lifted: "+o] = append(bad["as the fault was lifted: "+o], res)
+			}
+		default:
+			rw.during[o]++
+			met += b2i(o != charged)
+			atLift := res.end.After(lifting) && slices.Contains(f.atLift, o)
+			if !slices.Contains(allowed, o) && !atLift && !late {
+				bad["during the fault: "+o] = append(bad["during the fault: "+o], res)
+			}
+		}
+		if o != charged && res.start.After(lifted) {
+			rw.recovered = max(rw.recovered, res.end.Sub(lifted))
+		}
+	}
+	for _, p := range probes {
+		o := p.outcome()
+		rw.during["unknown key: "+o]++
+		if o != "503 keys-unavailable" {
+			bad["an unknown key during the fault: "+o] = append(bad["an unknown key during the fault: "+o], p)
+		}
+	}
+	for _, o := range slices.Sorted(maps.Keys(bad)) {
+		first := bad[o][0]
+		t.Errorf("%d responses %s (allowed during the fault: %s); the first: %s %s after %v%s",
+			len(bad[o]), o, strings.Join(allowed, ", "), first.id, first.path, first.took().Round(time.Millisecond), r.logOf(first.id))
+	}
+	if f.bites && met == 0 {
+		t.Errorf("no request met the fault: it did not take effect")
+	}
+
+	// The service recovers without a restart: after the lift, all but a few
+	// requests that waited out the quota timeout are charged again.
+	if recovered == 0 || stillLate*20 > recovered {
+		t.Errorf("not recovered: %d of the %d requests that started more than %v after the fault was lifted were not charged",
+			stillLate, recovered, recovery)
+	}
+
+	// Nothing is charged that was not served.
+	served := map[int64]int64{}
+	for _, res := range results {
+		if res.outcome() == charged {
+			served[r.keys[res.key].id] += res.cost
+		}
+	}
+	usage := r.usage(t)
+	for _, k := range r.keys {
+		got, want := usage[k.id]+r.wiped[k.id], served[k.id]
+		rw.usage += got
+		rw.served += want
+		switch {
+		case got > want:
+			t.Errorf("key %d: the quota holds %d units, the responses served as charged cost %d: %d units charged that were not served",
+				k.id, got, want, got-want)
+		case got < want:
+			t.Errorf("key %d: the quota holds %d units, the responses served as charged cost %d: %d units served as charged that it does not hold",
+				k.id, got, want, want-got)
+		}
+	}
+	return rw
+}
+
+// table formats the rows as a Markdown table.
+func table(rows []row) string {
+	var b strings.Builder
+	b.WriteString("| fault | policy | requests | responses that met the fault | worst ms (budget) | /readyz during | last failure after lift | late quota calls outside the fault | quota units / served as charged |\n")
+	b.WriteString("| --- | --- | ---: | --- | ---: | --- | ---: | ---: | ---: |\n")
+	for _, rw := range rows {
+		outcomes := slices.SortedFunc(maps.Keys(rw.during), func(a, b string) int {
+			return cmp.Or(cmp.Compare(rw.during[b], rw.during[a]), cmp.Compare(a, b))
+		})
+		var parts []string
+		for _, o := range outcomes {
+			parts = append(parts, fmt.Sprintf("%s: %d", o, rw.during[o]))
+		}
+		readyz := cmp.Or(rw.readyz, "-")
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d (%d) | %s | %d ms | %d | %d / %d |\n",
+			rw.fault, rw.policy, rw.requests, strings.Join(parts, ", "),
+			rw.worst.Milliseconds(), rw.budget.Milliseconds(), readyz, rw.recovered.Milliseconds(), rw.late, rw.usage, rw.served)
+	}
+	return b.String()
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

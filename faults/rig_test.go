@@ -1,0 +1,334 @@
+package faults
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/internal/faultproxy"
+	"github.com/tileapi/tileapi/internal/spatialtest"
+	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/loadtest"
+	"github.com/tileapi/tileapi/plans"
+	"github.com/tileapi/tileapi/quota"
+)
+
+// The servers' configuration, and the bounds the suite holds them to.
+const (
+	quotaTimeout = 50 * time.Millisecond // TILEAPI_QUOTA_TIMEOUT
+	queryTimeout = time.Second           // TILEAPI_QUERY_TIMEOUT
+	// redisWait and dbWait are the most a fault may add to a request: each
+	// Redis call it makes (the key guard, the tile cache, the charge) waits
+	// at most quotaTimeout, and a database call at most queryTimeout.
+	redisWait = 4 * quotaTimeout
+	dbWait    = queryTimeout + 2*quotaTimeout
+	// A request's own work (a query, a render) is taken to be the slowest
+	// request before the fault, and at least minWork: on a shared 2-core
+	// machine it varies with whatever else runs. margin is for the noise
+	// beyond.
+	minWork = 100 * time.Millisecond
+	margin  = 250 * time.Millisecond
+
+	servers    = 2 // tileapi serve processes, sharing Redis and the database
+	keysPerRig = 2
+	planName   = "fault"
+)
+
+// faultPlan never denies: every request is charged or fails for the fault,
+// and the quota's one limit holds every charge of a run.
+var faultPlan = loadtest.Plan{Name: planName, MaxRadius: 20000,
+	Limits: []loadtest.Limit{{Name: "hour", Max: 1_000_000_000, Window: time.Hour}}}
+
+// bin is the tileapi binary TestMain built.
+var bin string
+
+// database is the schema the suite loads once, shared by its rigs, which
+// only read it (and add their demo keys).
+var database struct {
+	once sync.Once
+	url  string
+	err  error
+}
+
+// loadedDatabase returns the URL of a schema migrated and loaded by
+// `tileapi load`, made the first time it is asked for and dropped when tb
+// ends: call it first from the test that runs the others.
+func loadedDatabase(tb testing.TB) string {
+	tb.Helper()
+	database.once.Do(func() {
+		u := spatialtest.Schema(tb)
+		cmd := exec.Command(bin, "load")
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+u)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			database.err = fmt.Errorf("tileapi load: %w\n%s", err, out)
+			return
+		}
+		database.url = u
+	})
+	if database.err != nil {
+		tb.Fatal(database.err)
+	}
+	return database.url
+}
+
+// rig is one fault's world: a Redis (and for a failover its replica), a
+// proxy in front of each of Redis and PostgreSQL, and tileapi servers that
+// reach both through the proxies.
+type rig struct {
+	redis   *testenv.RedisServer // the primary: after a failover, the old replica
+	replica *testenv.RedisServer // nil unless the fault needs one
+	rproxy  *faultproxy.Proxy    // in front of Redis
+	dproxy  *faultproxy.Proxy    // in front of PostgreSQL
+	urls    []string             // the servers
+	keys    []apiKey
+	plan    quota.Plan
+	// wiped is each key's usage in a Redis that a restart emptied.
+	wiped map[int64]int64
+	log   string // the servers' output
+}
+
+// logOf returns the servers' log line of the request with id, on a line of
+// its own, or "" if there is none.
+func (r *rig) logOf(id string) string {
+	b, _ := os.ReadFile(r.log)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, `"request_id":"`+id+`"`) {
+			return "\n" + line
+		}
+	}
+	return ""
+}
+
+// apiKey is a demo key the load is charged to.
+type apiKey struct {
+	secret string
+	id     int64
+}
+
+// newRig starts the rig of one test, with the servers failing closed or
+// open, and stops it when t ends.
+func newRig(t *testing.T, dbURL string, closed, replica bool) *rig {
+	t.Helper()
+	// A replica's first sync starts at once, not after the default 5 s.
+	r := &rig{redis: testenv.StartRedisServer(t, "--repl-diskless-sync-delay", "0"), wiped: map[int64]int64{}}
+	if replica {
+		_, port, _ := net.SplitHostPort(r.redis.Addr)
+		r.replica = testenv.StartRedisServer(t, "--replicaof", "127.0.0.1", port)
+		waitReplicaLinked(t, r.replica.Addr)
+	}
+	r.rproxy = startProxy(t, r.redis.Addr)
+	du, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbAddr := du.Host
+	if du.Port() == "" {
+		dbAddr = net.JoinHostPort(du.Hostname(), "5432")
+	}
+	r.dproxy = startProxy(t, dbAddr)
+	du.Host = r.dproxy.Addr()
+
+	dir := t.TempDir()
+	plansFile, err := loadtest.WritePlans(dir, faultPlan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := plans.Load(plansFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := ps.Lookup(planName)
+	r.plan = p.Quota
+
+	// Each key's secret starts with a number of its own, so its prefix
+	// (what the admin API shows of it) names it among all the rigs' keys.
+	var demo []string
+	for range keysPerRig {
+		k := apiKey{secret: fmt.Sprintf("%04d-%s", keySeq.Add(1), randomHex())}
+		r.keys = append(r.keys, k)
+		demo = append(demo, k.secret+":"+planName)
+	}
+	policy := "open"
+	if closed {
+		policy = "closed"
+	}
+	admin := randomHex()
+	env := []string{
+		"REDIS_URL=redis://" + r.rproxy.Addr() + "/0", "DATABASE_URL=" + du.String(),
+		"TILEAPI_QUOTA_FAILURE=" + policy, "TILEAPI_QUOTA_TIMEOUT=" + quotaTimeout.String(),
+		"TILEAPI_QUERY_TIMEOUT=" + queryTimeout.String(), "TILEAPI_PLANS_FILE=" + plansFile,
+		"TILEAPI_DEMO_KEYS=" + strings.Join(demo, ","), "TILEAPI_ADMIN_TOKEN=" + admin,
+		"TILEAPI_LOG_LEVEL=info", // a line per request, for the requests a check names
+	}
+	logs, err := os.Create(filepath.Join(dir, "servers.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.log = logs.Name()
+	t.Cleanup(func() { logs.Close() })
+	var wg sync.WaitGroup
+	ins := make([]*loadtest.Instance, servers)
+	errs := make([]error, servers)
+	for i := range servers {
+		wg.Go(func() { ins[i], errs[i] = loadtest.Start(context.Background(), bin, env, logs) })
+	}
+	wg.Wait()
+	for i, in := range ins {
+		if in != nil {
+			t.Cleanup(func() { _ = in.Stop() })
+			r.urls = append(r.urls, in.URL)
+		}
+		if errs[i] != nil {
+			out, _ := os.ReadFile(r.log)
+			t.Fatalf("%v; the servers' output:\n%s", errs[i], out[max(0, len(out)-4096):])
+		}
+	}
+	r.resolveKeyIDs(t, admin)
+	return r
+}
+
+// keySeq numbers the keys of every rig.
+var keySeq atomic.Int64
+
+func startProxy(t *testing.T, target string) *faultproxy.Proxy {
+	t.Helper()
+	p, err := faultproxy.Start(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// resolveKeyIDs finds each key's id, which names its quota identity, in
+// the admin API's list.
+func (r *rig) resolveKeyIDs(t *testing.T, admin string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, r.urls[0]+"/admin/keys", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Keys []struct {
+			ID     int64  `json:"id"`
+			Prefix string `json:"prefix"`
+		} `json:"keys"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /admin/keys: %s, %v", resp.Status, err)
+	}
+	for i := range r.keys {
+		for _, k := range list.Keys {
+			if strings.HasPrefix(r.keys[i].secret, strings.TrimSuffix(k.Prefix, "…")) {
+				r.keys[i].id = k.ID
+			}
+		}
+		if r.keys[i].id == 0 {
+			t.Fatalf("key %d is not in the admin API's list", i)
+		}
+	}
+}
+
+// usage returns each key's usage in the primary Redis, read directly, not
+// through the proxy.
+func (r *rig) usage(t *testing.T) map[int64]int64 {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: r.redis.Addr})
+	defer rdb.Close()
+	q := quota.NewRedis(rdb)
+	out := map[int64]int64{}
+	for _, k := range r.keys {
+		d, err := q.Peek(context.Background(), "key:"+strconv.FormatInt(k.id, 10), r.plan)
+		if err != nil {
+			t.Fatalf("peek key %d: %v", k.id, err)
+		}
+		out[k.id] = d.Limits[0].Used
+	}
+	return out
+}
+
+// hold stops the traffic to Redis and waits until every command Redis ran
+// has had its answer delivered: from then on no charge can be in doubt, so
+// a fault that loses Redis's connections or its data after it cannot make
+// one.
+func (r *rig) hold(t *testing.T) {
+	t.Helper()
+	r.rproxy.BlackHole()
+	if err := r.rproxy.Settle(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// redisDo runs one command on the Redis at addr.
+func redisDo(addr string, args ...any) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	if err := rdb.Do(context.Background(), args...).Err(); err != nil {
+		return fmt.Errorf("redis %v: %w", args, err)
+	}
+	return nil
+}
+
+func waitReplicaLinked(t *testing.T, addr string) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, _ := rdb.Info(context.Background(), "replication").Result()
+		if strings.Contains(info, "master_link_status:up") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica at %s did not link to its primary:\n%s", addr, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// replOffset reads the replication offset of a primary or a replica.
+func replOffset(t *testing.T, addr, field string) int64 {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	info, err := rdb.Info(context.Background(), "replication").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in INFO replication of %s", field, addr)
+	return 0
+}
+
+func randomHex() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
