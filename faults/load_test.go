@@ -65,6 +65,10 @@ func (r result) outcome() string {
 
 const charged = "200 charged"
 
+// maxPrice is the most a request of the load costs (a places tile of zoom
+// 8 on the default plans).
+const maxPrice = 16
+
 // The load: searches and tiles around Paris, priced 1 to 16 units, few
 // enough tiles that the tile cache is hit as well as missed.
 var (

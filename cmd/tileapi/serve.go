@@ -172,7 +172,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 			Optional: !cfg.FailClosed, // fail-open still serves without it
 			// A Redis slower than the quota's budget fails every call.
-			Timeout: max(2*c.quotaTimeout, 100*time.Millisecond),
+			Timeout: c.quotaTimeout,
 		})
 	}
 
