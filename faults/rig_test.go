@@ -34,7 +34,7 @@ const (
 	// quotaTimeout is TILEAPI_QUOTA_TIMEOUT: above what a call takes on a
 	// loaded 2-core machine, below the slow fault's 200 ms.
 	quotaTimeout = 150 * time.Millisecond
-	queryTimeout = time.Second           // TILEAPI_QUERY_TIMEOUT
+	queryTimeout = time.Second // TILEAPI_QUERY_TIMEOUT
 	// redisWait and dbWait are the most a fault may add to a request: each
 	// Redis call it makes (the key guard, the tile cache, the charge) waits
 	// at most quotaTimeout, and a database call at most queryTimeout.
