@@ -259,7 +259,8 @@ func addDemoKeys(ctx context.Context, store interface {
 
 // openRedis opens a client that honours context deadlines on every read
 // and write (ContextTimeoutEnabled): without it a hung Redis holds a call
-// for the client's own read timeout, whatever the request's time budget.
+// for the client's own read timeout, whatever the request's time budget;
+// and that never retries a command, which could charge twice.
 func openRedis(url string) (redis.UniversalClient, error) {
 	if strings.Contains(url, "addr=") {
 		opt, err := redis.ParseClusterURL(url)
@@ -267,6 +268,7 @@ func openRedis(url string) (redis.UniversalClient, error) {
 			return nil, fmt.Errorf("REDIS_URL: %w", err)
 		}
 		opt.ContextTimeoutEnabled = true
+		opt.MaxRetries = -1 // see below
 		return redis.NewClusterClient(opt), nil
 	}
 	opt, err := redis.ParseURL(url)
@@ -274,6 +276,10 @@ func openRedis(url string) (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
 	opt.ContextTimeoutEnabled = true
+	// A charge is not idempotent: a command retried on a new connection
+	// after the old one broke may run twice, the first time unseen. The
+	// failure policy answers a failed call instead.
+	opt.MaxRetries = -1
 	return redis.NewClient(opt), nil
 }
 
