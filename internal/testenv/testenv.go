@@ -6,6 +6,11 @@
 // every test in it. Where neither is possible the test is skipped with a
 // message naming the variable to set, unless TILEAPI_TEST_REQUIRE_SERVICES is
 // set, in which case it fails: nothing that needs a server may skip in CI.
+//
+// The containers run the upstream images redis:7-alpine and
+// postgis/postgis:15-3.4-alpine, or the images named by
+// TILEAPI_TEST_REDIS_IMAGE and TILEAPI_TEST_POSTGIS_IMAGE. .ci/containers
+// runs the tests this way, against stand-ins of those images.
 package testenv
 
 import (
@@ -28,13 +33,19 @@ const (
 	EnvRedisClusterAddrs = "TEST_REDIS_CLUSTER_ADDRS" // 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002
 	EnvDatabaseURL       = "TEST_DATABASE_URL"        // postgres://postgres@127.0.0.1:5432/tileapi_test
 	EnvRequireServices   = "TILEAPI_TEST_REQUIRE_SERVICES"
+	EnvRedisImage        = "TILEAPI_TEST_REDIS_IMAGE"   // default redis:7-alpine
+	EnvPostGISImage      = "TILEAPI_TEST_POSTGIS_IMAGE" // default postgis/postgis:15-3.4-alpine
 )
 
-// Images started when no server is given and Docker is available.
-const (
-	redisImage   = "redis:7-alpine"
-	postgisImage = "postgis/postgis:15-3.4-alpine"
-)
+// image returns the image named by the environment variable env, or def.
+// The defaults are the upstream images; the variables let a machine that
+// cannot pull them use images of its own.
+func image(env, def string) string {
+	if v := os.Getenv(env); v != "" {
+		return v
+	}
+	return def
+}
 
 // RedisURL returns the URL of a Redis 7 server for tests.
 func RedisURL(tb testing.TB) string {
@@ -137,7 +148,9 @@ func unavailable(tb testing.TB, what, env string, err error) {
 }
 
 // lazyContainer starts one container per test binary, the first time a test
-// asks for it; the testcontainers reaper removes it when the binary exits.
+// asks for it; the testcontainers reaper (Ryuk) removes it when the binary
+// exits. Where the reaper is disabled (TESTCONTAINERS_RYUK_DISABLED=true),
+// whoever disabled it removes the containers, labelled org.testcontainers.
 type lazyContainer struct {
 	once sync.Once
 	url  string
@@ -159,6 +172,7 @@ func (c *lazyContainer) get(start func(context.Context) (string, error)) (string
 }
 
 func startRedis(ctx context.Context) (string, error) {
+	redisImage := image(EnvRedisImage, "redis:7-alpine")
 	ctr, err := testcontainers.Run(ctx, redisImage,
 		testcontainers.WithExposedPorts("6379/tcp"),
 		testcontainers.WithCmd("redis-server", "--save", "", "--appendonly", "no"),
@@ -175,6 +189,7 @@ func startRedis(ctx context.Context) (string, error) {
 }
 
 func startPostGIS(ctx context.Context) (string, error) {
+	postgisImage := image(EnvPostGISImage, "postgis/postgis:15-3.4-alpine")
 	ctr, err := testcontainers.Run(ctx, postgisImage,
 		testcontainers.WithExposedPorts("5432/tcp"),
 		testcontainers.WithEnv(map[string]string{
