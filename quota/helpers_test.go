@@ -15,18 +15,7 @@ import (
 )
 
 // store is the method set both stores share; the suite runs against each.
-type store interface {
-	Charge(ctx context.Context, identity string, plan Plan, cost int64) (Decision, error)
-	Peek(ctx context.Context, identity string, plan Plan) (Decision, error)
-	Refund(ctx context.Context, rc Receipt) (bool, error)
-	Settle(ctx context.Context, rc Receipt, actual int64) (Receipt, bool, error)
-	Reset(ctx context.Context, identity string) error
-}
-
-var (
-	_ store = (*Redis)(nil)
-	_ store = (*Memory)(nil)
-)
+type store = Store
 
 // clock is a settable clock for tests, so windows slide without sleeping.
 type clock struct {

@@ -87,21 +87,6 @@ func (p Plan) Validate() error {
 		if err := l.Period.valid(); err != nil {
 			return invalid("plan %q: limit %q: %v", p.Name, l.Name, err)
 		}
-		if l.Period != Sliding {
-			switch {
-			case !isToken(l.Name):
-				return invalid("plan %q: limit name %q must be letters, digits, '-', '_' or '.'", p.Name, l.Name)
-			case seen[l.Name]:
-				return invalid("plan %q: limit name %q appears twice", p.Name, l.Name)
-			case l.Max < 1 || l.Max > MaxUnits:
-				return invalid("plan %q: limit %q: max %d is not in [1, %d]", p.Name, l.Name, l.Max, int64(MaxUnits))
-			case l.Window != 0:
-				return invalid("plan %q: limit %q: a %s limit has no window", p.Name, l.Name, l.Period)
-			}
-			seen[l.Name] = true
-			continue
-		}
-		sliding++
 		switch {
 		case !isToken(l.Name):
 			return invalid("plan %q: limit name %q must be letters, digits, '-', '_' or '.'", p.Name, l.Name)
@@ -109,10 +94,15 @@ func (p Plan) Validate() error {
 			return invalid("plan %q: limit name %q appears twice", p.Name, l.Name)
 		case l.Max < 1 || l.Max > MaxUnits:
 			return invalid("plan %q: limit %q: max %d is not in [1, %d]", p.Name, l.Name, l.Max, int64(MaxUnits))
-		case l.Window < time.Millisecond || l.Window%time.Millisecond != 0:
+		case l.Period != Sliding && l.Window != 0:
+			return invalid("plan %q: limit %q: a %s limit has no window", p.Name, l.Name, l.Period)
+		case l.Period == Sliding && (l.Window < time.Millisecond || l.Window%time.Millisecond != 0):
 			return invalid("plan %q: limit %q: window %s is not a whole number of milliseconds", p.Name, l.Name, l.Window)
 		}
 		seen[l.Name] = true
+		if l.Period == Sliding {
+			sliding++
+		}
 	}
 	if sliding == 0 {
 		return invalid("plan %q has no sliding window: a plan needs at least one beside its day and month limits", p.Name)
