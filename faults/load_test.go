@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -34,6 +35,14 @@ type result struct {
 }
 
 func (r result) took() time.Duration { return r.end.Sub(r.start) }
+
+// late reports a response that is the policy's answer to a quota call that
+// ran out of time: it took at least half the quota budget (the quota script
+// refuses a charge that reaches Redis after half of it), whatever Redis did.
+func (r result) late(closed bool) bool {
+	o := r.outcome()
+	return o != charged && r.took() >= quotaTimeout/2 && slices.Contains(redisFailing(closed), o)
+}
 
 // outcome names a response as the failure policy does: its status, its
 // problem code if any, and its X-Quota-Status if any: "200 charged",
