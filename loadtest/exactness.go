@@ -291,6 +291,9 @@ func resolveKeys(ctx context.Context, hc *http.Client, targets []string, ks []Ke
 	return ks, nil
 }
 
+// periodWindow stands for a calendar period's limit: longer than any run.
+const periodWindow = 31 * 24 * time.Hour
+
 // planLimits reads each key's limits from GET /v1/quota (which charges
 // nothing) on every target, and checks that the targets agree.
 func planLimits(ctx context.Context, hc *http.Client, targets []string, ks []Key) ([][]Limit, error) {
@@ -302,6 +305,7 @@ func planLimits(ctx context.Context, hc *http.Client, targets []string, ks []Key
 					Name     string `json:"name"`
 					Max      int64  `json:"max"`
 					WindowMS int64  `json:"window_ms"`
+					Period   string `json:"period"`
 				} `json:"limits"`
 			}
 			if err := getJSON(ctx, hc, t+"/v1/quota", http.Header{"X-API-Key": {k.Secret}}, &u); err != nil {
@@ -309,7 +313,15 @@ func planLimits(ctx context.Context, hc *http.Client, targets []string, ks []Key
 			}
 			var ls []Limit
 			for _, l := range u.Limits {
-				ls = append(ls, Limit{Name: l.Name, Max: l.Max, Window: time.Duration(l.WindowMS) * time.Millisecond})
+				w := time.Duration(l.WindowMS) * time.Millisecond
+				if l.Period != "" {
+					// A day or month counts everything admitted in it: a run
+					// (seconds) within one period is checked as one window
+					// longer than the run. The keys are made for the run, so
+					// nothing before it counts.
+					w = periodWindow
+				}
+				ls = append(ls, Limit{Name: l.Name, Max: l.Max, Window: w})
 			}
 			if len(ls) == 0 {
 				return nil, fmt.Errorf("loadtest: %s: key %d has no limits", t, k.ID)

@@ -33,7 +33,7 @@ func CheckWindows(adm []Admission, l Limit) WindowCheck {
 		if i+1 < len(adm) && adm[i+1].At == a.At {
 			continue // a window ending at t holds every charge admitted at t
 		}
-		for adm[j].At <= a.At-w {
+		for j <= i && adm[j].At <= a.At-w {
 			sum -= adm[j].Cost
 			j++
 		}
