@@ -44,7 +44,9 @@ func TestUpWithoutPostGIS(t *testing.T) {
 	t.Cleanup(func() { admin.Close(ctx) })
 	name := fmt.Sprintf("tileapi_nopostgis_%d", time.Now().UnixNano())
 	for _, sql := range []string{
-		"CREATE ROLE " + name + " LOGIN NOSUPERUSER",
+		// A password, for servers that ask for one over TCP (the postgis
+		// image does; a local trust setup ignores it).
+		"CREATE ROLE " + name + " LOGIN NOSUPERUSER PASSWORD '" + name + "'",
 		"CREATE DATABASE " + name + " OWNER " + name,
 	} {
 		if _, err := admin.Exec(ctx, sql); err != nil {
@@ -56,7 +58,7 @@ func TestUpWithoutPostGIS(t *testing.T) {
 		admin.Exec(ctx, "DROP ROLE IF EXISTS "+name)
 	})
 	cfg := admin.Config().Copy()
-	cfg.User, cfg.Database = name, name
+	cfg.User, cfg.Database, cfg.Password = name, name, name
 	db := stdlib.OpenDB(*cfg)
 	t.Cleanup(func() { db.Close() })
 
