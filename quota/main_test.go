@@ -3,6 +3,7 @@ package quota
 import (
 	"os"
 	"testing"
+	_ "time/tzdata" // the time zones of the period tests, on any machine
 
 	"github.com/tileapi/tileapi/internal/testenv"
 )
