@@ -1,0 +1,51 @@
+// Package quotahttp gates net/http handlers with exact, cost-weighted
+// quotas: each request is priced before its work, charged to its caller's
+// plan, and refused with 429 when the price does not fit.
+//
+// # The model
+//
+// A caller (an API key, a user, a client address) has a [quota.Plan]: one
+// or more limits, each a maximum number of units over a sliding window (300
+// units a minute, 60 in any 5 seconds) or a calendar period (100,000 a
+// month). A request has a cost in units, chosen before its work: a search
+// over a larger area, an export of more rows, a call to a larger model
+// costs more. The gate admits the request only if its cost fits in every
+// limit of the plan; an admitted request is charged in all of them, a
+// refused one in none.
+//
+// The store keeps, per caller, a log of the charges still inside the
+// longest window, so the sum over any trailing window is exact: a client
+// can never send more than a limit's maximum in any window of its length,
+// not even across a boundary (a fixed window lets it send twice as much),
+// and a refusal carries the exact time at which the same cost fits again.
+// [quota.Redis] holds one limit exactly across any number of servers (one
+// atomic Lua script a decision, on a single node or a Redis Cluster);
+// [quota.Memory] holds it within one process.
+//
+// An admitted charge has a receipt. The gate uses it to refund the charge
+// when the handler fails (a 5xx or 499 status, a panic, a client gone
+// before the work) and to settle it: a handler that learns its real cost
+// while it works (rows scanned, time taken) lowers the charge with [Settle]
+// before it writes its response. A handler reads what the gate decided
+// with [FromContext].
+//
+// # Headers and errors
+//
+// Every metered response carries the fields of the IETF draft
+// draft-ietf-httpapi-ratelimit-headers-10 (RateLimit-Policy and RateLimit,
+// one entry per limit), the older X-RateLimit-Limit, -Remaining and -Reset
+// of the binding limit, X-RateLimit-Cost, X-Quota-Status (how the request
+// was metered) and, on a refusal, Retry-After. [WithHeaders] chooses which.
+// Refusals are RFC 9457 problem+json bodies by default; [WithErrorHandler]
+// writes them as the service likes, from typed errors: [*DeniedError],
+// [*TooCostlyError], [*UnavailableError] and whatever the caller's own
+// functions return.
+//
+// # Failures of the store
+//
+// Every call of the store is bounded by a time budget ([WithTimeout],
+// default 50ms). If the store fails or runs out of it, the gate fails open
+// (serves the request unmetered, X-Quota-Status: unmetered) unless
+// [WithFailClosed] makes it answer 503. [WithShadow] computes and reports
+// every decision but refuses nothing, for trying a plan on live traffic.
+package quotahttp

@@ -1,0 +1,268 @@
+package quotahttp
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/tileapi/tileapi/quota"
+)
+
+// Store is what a gate charges: a *quota.Redis, a *quota.Memory or a
+// *quota.DenyCache in front of either.
+type Store interface {
+	Charge(ctx context.Context, identity string, plan quota.Plan, cost int64) (quota.Decision, error)
+	Peek(ctx context.Context, identity string, plan quota.Plan) (quota.Decision, error)
+	Refund(ctx context.Context, rc quota.Receipt) (bool, error)
+	Settle(ctx context.Context, rc quota.Receipt, actual int64) (quota.Receipt, bool, error)
+}
+
+var (
+	_ Store = (*quota.Redis)(nil)
+	_ Store = (*quota.Memory)(nil)
+	_ Store = (*quota.DenyCache)(nil)
+)
+
+// DefaultTimeout is the time budget of each call of the store unless
+// WithTimeout sets another.
+const DefaultTimeout = 50 * time.Millisecond
+
+// maxRefundRetries bounds the refunds a gate retries in the background at
+// once, so a dead store cannot pile up goroutines.
+const maxRefundRetries = 1024
+
+// Gate meters the requests of the handlers it wraps. It is safe for
+// concurrent use; make one and wrap any number of handlers with it.
+type Gate struct {
+	store      Store
+	identify   func(*http.Request) (string, error)
+	plan       func(*http.Request, string) (quota.Plan, error)
+	price      func(*http.Request) (int64, error)
+	timeout    time.Duration
+	failClosed bool
+	shadow     bool
+	headers    Headers
+	refundIf   func(status int) bool
+	onError    func(http.ResponseWriter, *http.Request, error)
+	observe    func(*http.Request, Event)
+	retries    chan struct{}
+}
+
+// New returns a gate that charges store. A plan is required (WithPlan or
+// WithPlanFunc); the other options have defaults: callers identified by
+// client address, every request costing one unit, a 50ms budget, failing
+// open. New panics if store is nil or no plan is given: those are
+// programming errors.
+func New(store Store, opts ...Option) *Gate {
+	if store == nil {
+		panic("quotahttp: New: nil store")
+	}
+	g := &Gate{
+		store:    store,
+		identify: ClientAddress,
+		price:    func(*http.Request) (int64, error) { return 1, nil },
+		timeout:  DefaultTimeout,
+		headers:  AllHeaders,
+		refundIf: RefundFailures,
+		onError:  WriteProblem,
+		observe:  func(*http.Request, Event) {},
+		retries:  make(chan struct{}, maxRefundRetries),
+	}
+	for _, o := range opts {
+		o(g)
+	}
+	if g.plan == nil {
+		panic("quotahttp: New: no plan: give WithPlan or WithPlanFunc")
+	}
+	return g
+}
+
+// Limit returns middleware that charges each request cost units (see
+// WithCost; one by default) to its caller under plan: the shape of
+// go-chi/httprate's Limit, for routers that take func(http.Handler)
+// http.Handler.
+func Limit(store Store, plan quota.Plan, opts ...Option) func(http.Handler) http.Handler {
+	return New(store, append([]Option{WithPlan(plan)}, opts...)...).Handler
+}
+
+// Handler returns next gated: it runs only for requests the quota admits
+// (or, failing open or in shadow mode, serves unmetered).
+func (g *Gate) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serve(w, r, next) })
+}
+
+// ClientAddress identifies a caller by the host of r.RemoteAddr, the TCP
+// peer. Behind a proxy that is the proxy: identify by an API key or by a
+// forwarded address the service trusts instead.
+func ClientAddress(r *http.Request) (string, error) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil || host == "" {
+		return "", errNoAddress
+	}
+	return host, nil
+}
+
+var errNoAddress = statusError{status: http.StatusBadRequest, msg: "quotahttp: the client address could not be read"}
+
+// RefundFailures is the default refund rule: a charge is given back when
+// the handler answers 5xx (it failed) or 499 (the client went away before
+// the answer, as nginx logs it).
+func RefundFailures(status int) bool { return status >= 500 || status == 499 }
+
+// serve identifies, prices and charges the request, then serves it with
+// next or refuses it.
+func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	identity, err := g.identify(r)
+	if err != nil {
+		g.onError(w, r, err)
+		return
+	}
+	plan, err := g.plan(r, identity)
+	if err != nil {
+		g.onError(w, r, err)
+		return
+	}
+	m := &metering{gate: g, w: w, r: r, Metering: Metering{Identity: identity, Plan: plan}}
+	m.Cost, err = g.price(r)
+	var refused *RefusedError
+	switch {
+	case errors.As(err, &refused):
+		g.refuse(w, r, next, m, err)
+		return
+	case err != nil:
+		g.onError(w, r, err)
+		return
+	}
+
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
+	d, err := g.store.Charge(ctx, identity, plan, m.Cost)
+	cancel()
+	e := Event{Identity: identity, Plan: plan, Cost: m.Cost, Decision: d, Err: err, Latency: time.Since(start)}
+
+	var tooCostly *quota.TooCostlyError
+	switch {
+	case errors.As(err, &tooCostly):
+		e.Kind = EventTooCostly
+		g.observe(r, e)
+		g.refuse(w, r, next, m, &TooCostlyError{Plan: plan, Cost: m.Cost, Limit: tooCostly.Limit})
+	case errors.Is(err, quota.ErrInvalid):
+		// A price out of range or a malformed plan: a bug of the service,
+		// never an outage to serve unmetered.
+		e.Kind = EventInvalid
+		g.observe(r, e)
+		g.onError(w, r, err)
+	case err != nil:
+		e.Kind = EventStoreFailed
+		g.observe(r, e)
+		if g.failClosed {
+			g.onError(w, r, &UnavailableError{Err: err})
+			return
+		}
+		m.Status = StatusUnmetered
+		w.Header().Set(HeaderStatus, string(StatusUnmetered))
+		g.run(w, r, next, m)
+	case !d.Allowed:
+		e.Kind = EventDenied
+		g.observe(r, e)
+		g.headers.write(w.Header(), d)
+		g.refuse(w, r, next, m, &DeniedError{Identity: identity, Plan: plan, Cost: m.Cost, Decision: d})
+	default:
+		e.Kind = EventAllowed
+		g.observe(r, e)
+		m.Status, m.Decision = StatusCharged, d
+		g.headers.write(w.Header(), d)
+		w.Header().Set(HeaderStatus, string(StatusCharged))
+		g.run(w, r, next, m)
+	}
+}
+
+// refuse answers a request the quota does not admit with err or, in shadow
+// mode, serves it unmetered, saying so.
+func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, next http.Handler, m *metering, err error) {
+	if !g.shadow {
+		if g.headers&HeaderRetryAfter != 0 {
+			if after, ok := retryAfter(err); ok {
+				w.Header().Set("Retry-After", formatSeconds(after))
+			}
+		}
+		g.onError(w, r, err)
+		return
+	}
+	m.Status = StatusShadowDenied
+	w.Header().Set(HeaderStatus, string(StatusShadowDenied))
+	g.run(w, r, next, m)
+}
+
+// run serves the request with next, the metering in its context, and
+// refunds the charge if the handler fails: a refunded status, a panic, or
+// a client gone before the work began.
+func (g *Gate) run(w http.ResponseWriter, r *http.Request, next http.Handler, m *metering) {
+	ctx := context.WithValue(r.Context(), meteringKey{}, m)
+	if err := ctx.Err(); err != nil {
+		m.refund(ctx)
+		g.onError(w, r, err)
+		return
+	}
+	rw := &responseWriter{ResponseWriter: w, m: m}
+	defer func() {
+		if p := recover(); p != nil {
+			m.refund(ctx)
+			panic(p)
+		}
+	}()
+	next.ServeHTTP(rw, r.WithContext(ctx))
+	if !rw.wrote && ctx.Err() != nil {
+		// The handler gave up on a client that went away, and answered
+		// nothing: it served nothing.
+		m.refund(ctx)
+	}
+}
+
+// call runs f within the time budget, on a context that outlives the
+// request's: a refund or settlement must be made whatever happened to
+// the client.
+func (g *Gate) call(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.timeout)
+	defer cancel()
+	return f(ctx)
+}
+
+// responseWriter refunds the charge when the handler answers a status the
+// refund rule names, before the status goes out, so the headers can say so.
+type responseWriter struct {
+	http.ResponseWriter
+	m     *metering
+	wrote bool
+}
+
+func (w *responseWriter) WriteHeader(status int) {
+	if !w.wrote {
+		w.wrote = true
+		if w.m.gate.refundIf(status) {
+			w.m.refund(w.m.r.Context())
+		}
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *responseWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the writer's Flush, Hijack
+// and deadlines.
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush passes a flush on, for handlers that stream.
+func (w *responseWriter) Flush() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}

@@ -1,0 +1,468 @@
+package quotahttp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quotahttp"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// epoch is where test clocks start.
+var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// fixedStore is a memory store on a clock that moves only when told.
+func fixedStore() (*quota.Memory, *time.Time) {
+	now := epoch
+	return quota.NewMemory(func() time.Time { return now }), &now
+}
+
+func mustPlan(t *testing.T, limits ...quota.Limit) quota.Plan {
+	t.Helper()
+	p, err := quota.NewPlan("test", limits...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// costHeader prices a request by its X-Cost header (1 without one).
+func costHeader(r *http.Request) (int64, error) {
+	if s := r.Header.Get("X-Cost"); s != "" {
+		return strconv.ParseInt(s, 10, 64)
+	}
+	return 1, nil
+}
+
+func request(cost int64) *http.Request { return requestTo("/search", cost) }
+
+func requestTo(target string, cost int64) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, target, nil)
+	r.RemoteAddr = "192.0.2.7:4000"
+	r.Header.Set("X-Cost", strconv.FormatInt(cost, 10))
+	return r
+}
+
+func used(t *testing.T, s quotahttp.Store, identity string, p quota.Plan) int64 {
+	t.Helper()
+	d, err := s.Peek(context.Background(), identity, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Limits[0].Used
+}
+
+func TestAdmitsWhatFitsAndRefusesTheRest(t *testing.T) {
+	store, _ := fixedStore()
+	plan := mustPlan(t, quota.Limit{Name: "ten-seconds", Max: 10, Window: 10 * time.Second})
+	var served int
+	h := quotahttp.New(store, quotahttp.WithPlan(plan), quotahttp.WithCost(costHeader)).Handler(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served++ }))
+
+	for i, want := range []int{200, 200, 200, 429, 200} {
+		cost := []int64{4, 4, 1, 2, 1}[i]
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, request(cost))
+		if w.Code != want {
+			t.Fatalf("request %d (cost %d): status %d, want %d", i, cost, w.Code, want)
+		}
+		if got := w.Header().Get("X-RateLimit-Cost"); got != strconv.FormatInt(cost, 10) {
+			t.Errorf("request %d: X-RateLimit-Cost %q, want %d", i, got, cost)
+		}
+		if want == 429 {
+			var p quotahttp.Problem
+			if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Code != "quota-exceeded" || p.Limit != "ten-seconds" || p.Cost != 2 {
+				t.Errorf("denial body %s (%v)", w.Body, err)
+			}
+			if w.Header().Get("Retry-After") != "10" || w.Header().Get("RateLimit") != `"ten-seconds";r=1;t=10` {
+				t.Errorf("denial headers %v", w.Header())
+			}
+		}
+	}
+	if served != 4 {
+		t.Errorf("served %d requests, want 4", served)
+	}
+	if u := used(t, store, "192.0.2.7", plan); u != 10 {
+		t.Errorf("used %d units, want 10: a denied request is never charged", u)
+	}
+}
+
+func TestTooCostlyIsRefusedUncharged(t *testing.T) {
+	store, _ := fixedStore()
+	plan := mustPlan(t, quota.PerMinute(100), quota.Limit{Name: "burst", Max: 5, Window: time.Second})
+	h := quotahttp.New(store, quotahttp.WithPlan(plan), quotahttp.WithCost(costHeader)).Handler(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("served a request over the plan") }))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, request(6))
+	var p quotahttp.Problem
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || w.Code != 422 || p.Code != "cost-exceeds-plan" || p.MaxCost != 5 || p.Limit != "burst" {
+		t.Errorf("status %d, body %s", w.Code, w.Body)
+	}
+	if u := used(t, store, "192.0.2.7", plan); u != 0 {
+		t.Errorf("used %d, want 0", u)
+	}
+}
+
+// The charge comes back when the handler fails, panics, or its client is
+// gone before the work, and the headers say so.
+func TestRefundsFailedWork(t *testing.T) {
+	plan := mustPlan(t, quota.PerMinute(100))
+	cases := []struct {
+		name    string
+		handler http.HandlerFunc
+		cancel  bool
+		want    string // X-Quota-Status
+	}{
+		{"5xx", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "db down", 503) }, false, "refunded"},
+		{"499", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(499) }, false, "refunded"},
+		{"panic", func(w http.ResponseWriter, r *http.Request) { panic(http.ErrAbortHandler) }, false, "refunded"},
+		{"client gone", func(w http.ResponseWriter, r *http.Request) { t.Error("work ran for a client gone") }, true, "refunded"},
+		{"success", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }, false, "charged"},
+		{"4xx after the charge", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(404) }, false, "charged"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			store, _ := fixedStore()
+			h := quotahttp.New(store, quotahttp.WithPlan(plan), quotahttp.WithCost(costHeader)).Handler(c.handler)
+			r := request(7)
+			if c.cancel {
+				ctx, cancel := context.WithCancel(r.Context())
+				cancel()
+				r = r.WithContext(ctx)
+			}
+			w := httptest.NewRecorder()
+			func() {
+				defer func() { _ = recover() }()
+				h.ServeHTTP(w, r)
+			}()
+			if got := w.Header().Get(quotahttp.HeaderStatus); got != c.want {
+				t.Errorf("X-Quota-Status %q, want %q", got, c.want)
+			}
+			wantUsed := int64(0)
+			if c.want == "charged" {
+				wantUsed = 7
+			}
+			if u := used(t, store, "192.0.2.7", plan); u != wantUsed {
+				t.Errorf("used %d, want %d", u, wantUsed)
+			}
+			if c.want == "refunded" && w.Header().Get("X-RateLimit-Remaining") != "100" {
+				t.Errorf("refunded, yet X-RateLimit-Remaining %q", w.Header().Get("X-RateLimit-Remaining"))
+			}
+		})
+	}
+}
+
+func TestSettleLowersTheCharge(t *testing.T) {
+	store, _ := fixedStore()
+	plan := mustPlan(t, quota.PerMinute(100))
+	var seen quotahttp.Metering
+	h := quotahttp.New(store, quotahttp.WithPlan(plan), quotahttp.WithCost(costHeader)).Handler(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			seen, _ = quotahttp.FromContext(r.Context())
+			if err := quotahttp.Settle(r.Context(), 3); err != nil {
+				t.Error(err)
+			}
+			if err := quotahttp.Settle(r.Context(), 9); !errors.Is(err, quota.ErrInvalid) {
+				t.Errorf("settling above the charge: %v, want quota.ErrInvalid", err)
+			}
+		}))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, request(8))
+	if seen.Status != quotahttp.StatusCharged || seen.Cost != 8 || !seen.Decision.Allowed || seen.Decision.Receipt.IsZero() {
+		t.Errorf("FromContext in the handler: %+v", seen)
+	}
+	if u := used(t, store, "192.0.2.7", plan); u != 3 {
+		t.Errorf("used %d, want 3 once settled", u)
+	}
+	if w.Header().Get(quotahttp.HeaderSettledCost) != "3" || w.Header().Get("X-RateLimit-Remaining") != "97" || w.Header().Get("X-RateLimit-Cost") != "8" {
+		t.Errorf("headers after settling: %v", w.Header())
+	}
+	if err := quotahttp.Settle(context.Background(), 1); !errors.Is(err, quotahttp.ErrNotGated) {
+		t.Errorf("Settle outside a gate: %v", err)
+	}
+}
+
+// A store that cannot be reached: fail open serves unmetered, fail closed
+// answers 503, both within the budget. The stores are real Redis clients
+// of a port that refuses, and of one that accepts and never answers.
+func TestStoreFailures(t *testing.T) {
+	plan := mustPlan(t, quota.PerMinute(100))
+	refusing := quota.NewRedis(redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1}))
+	hung := quota.NewRedis(redis.NewClient(&redis.Options{Addr: blackHole(t), MaxRetries: -1, ContextTimeoutEnabled: true}))
+	for _, s := range []struct {
+		name  string
+		store quotahttp.Store
+	}{{"refused", refusing}, {"hung", hung}} {
+		for _, closed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/closed=%v", s.name, closed), func(t *testing.T) {
+				var events []quotahttp.EventKind
+				opts := []quotahttp.Option{quotahttp.WithPlan(plan), quotahttp.WithTimeout(100 * time.Millisecond),
+					quotahttp.WithObserver(func(_ *http.Request, e quotahttp.Event) { events = append(events, e.Kind) })}
+				if closed {
+					opts = append(opts, quotahttp.WithFailClosed())
+				}
+				served := false
+				h := quotahttp.New(s.store, opts...).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					served = true
+					if m, _ := quotahttp.FromContext(r.Context()); m.Status != quotahttp.StatusUnmetered {
+						t.Errorf("metering %+v, want unmetered", m)
+					}
+				}))
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, request(1))
+				switch {
+				case closed && (w.Code != 503 || served || w.Header().Get("Retry-After") != "1"):
+					t.Errorf("fail closed: status %d, served %v, headers %v", w.Code, served, w.Header())
+				case !closed && (w.Code != 200 || !served || w.Header().Get(quotahttp.HeaderStatus) != "unmetered"):
+					t.Errorf("fail open: status %d, served %v, headers %v", w.Code, served, w.Header())
+				}
+				if len(events) != 1 || events[0] != quotahttp.EventStoreFailed {
+					t.Errorf("events %v, want one EventStoreFailed", events)
+				}
+			})
+		}
+	}
+}
+
+func TestShadowServesWhatItWouldRefuse(t *testing.T) {
+	store, _ := fixedStore()
+	plan := mustPlan(t, quota.Limit{Name: "burst", Max: 2, Window: time.Second})
+	radius := errors.New("radius above the plan's")
+	h := quotahttp.New(store, quotahttp.WithPlan(plan), quotahttp.WithShadow(),
+		quotahttp.WithCost(func(r *http.Request) (int64, error) {
+			if r.URL.Query().Get("radius") == "huge" {
+				return 0, quotahttp.Refuse(radius)
+			}
+			return costHeader(r)
+		})).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for i, c := range []struct {
+		target string
+		cost   int64
+		want   string
+	}{
+		{"/", 2, "charged"},
+		{"/", 1, "shadow-denied"},
+		{"/", 3, "shadow-denied"},
+		{"/?radius=huge", 1, "shadow-denied"},
+	} {
+		r := requestTo(c.target, c.cost)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 200 || w.Header().Get(quotahttp.HeaderStatus) != c.want {
+			t.Errorf("request %d: status %d, %s %q, want 200 %q", i, w.Code, quotahttp.HeaderStatus, w.Header().Get(quotahttp.HeaderStatus), c.want)
+		}
+	}
+	if u := used(t, store, "192.0.2.7", plan); u != 2 {
+		t.Errorf("used %d, want 2: shadow mode charges only what fits", u)
+	}
+
+	// Without shadow mode, the refusal is answered with its error.
+	var got error
+	h = quotahttp.New(store, quotahttp.WithPlan(plan),
+		quotahttp.WithCost(func(*http.Request) (int64, error) { return 0, quotahttp.Refuse(radius) }),
+		quotahttp.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) { got = err; w.WriteHeader(422) }),
+	).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("served a refusal") }))
+	h.ServeHTTP(httptest.NewRecorder(), request(1))
+	if !errors.Is(got, radius) {
+		t.Errorf("error handler given %v, want the refusal", got)
+	}
+}
+
+// Errors of the identity function carry their status to the problem.
+func TestIdentityErrors(t *testing.T) {
+	store, _ := fixedStore()
+	h := quotahttp.New(store, quotahttp.WithPlan(mustPlan(t, quota.PerMinute(1))),
+		quotahttp.WithIdentity(func(r *http.Request) (string, error) {
+			if k := r.Header.Get("X-API-Key"); k != "" {
+				return k, nil
+			}
+			return "", missingKey{}
+		})).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, request(1))
+	var p quotahttp.Problem
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || w.Code != 401 || p.Detail != "send X-API-Key" {
+		t.Errorf("status %d, body %s", w.Code, w.Body)
+	}
+}
+
+type missingKey struct{}
+
+func (missingKey) Error() string   { return "send X-API-Key" }
+func (missingKey) HTTPStatus() int { return 401 }
+
+// The gate is plain middleware: the same handler limited under the
+// standard mux, chi, and no router, over real HTTP.
+func TestRouters(t *testing.T) {
+	plan := mustPlan(t, quota.PerMinute(2))
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
+	routers := map[string]func(store quotahttp.Store) http.Handler{
+		"none": func(s quotahttp.Store) http.Handler { return quotahttp.Limit(s, plan)(ok) },
+		"ServeMux": func(s quotahttp.Store) http.Handler {
+			mux := http.NewServeMux()
+			mux.Handle("GET /search", quotahttp.Limit(s, plan)(ok))
+			return mux
+		},
+		"chi": func(s quotahttp.Store) http.Handler {
+			r := chi.NewRouter()
+			r.Use(quotahttp.Limit(s, plan))
+			r.Get("/search", ok)
+			return r
+		},
+	}
+	for name, route := range routers {
+		t.Run(name, func(t *testing.T) {
+			store, _ := fixedStore()
+			srv := httptest.NewServer(route(store))
+			defer srv.Close()
+			var codes []int
+			for range 3 {
+				resp, err := http.Get(srv.URL + "/search")
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				codes = append(codes, resp.StatusCode)
+			}
+			if fmt.Sprint(codes) != "[200 200 429]" {
+				t.Errorf("statuses %v, want [200 200 429]", codes)
+			}
+		})
+	}
+}
+
+// Many servers' worth of concurrent requests through gates sharing one
+// Redis admit exactly what the limit holds, and failures are refunded.
+func TestConcurrentExactnessOverRedis(t *testing.T) {
+	rdb := redis.NewClient(mustRedisOptions(t))
+	t.Cleanup(func() { rdb.Close() })
+	prefix := fmt.Sprintf("quotahttptest:%d:", time.Now().UnixNano())
+	plan := mustPlan(t, quota.PerHour(1000))
+	var servers []*httptest.Server
+	var served atomic.Int64
+	for range 4 {
+		g := quotahttp.New(quota.NewRedis(rdb, quota.WithPrefix(prefix)), quotahttp.WithPlan(plan),
+			quotahttp.WithIdentity(func(*http.Request) (string, error) { return "shared", nil }),
+			quotahttp.WithCost(costHeader), quotahttp.WithTimeout(5*time.Second))
+		servers = append(servers, httptest.NewServer(g.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("fail") != "" {
+				w.WriteHeader(500)
+				return
+			}
+			m, _ := quotahttp.FromContext(r.Context())
+			served.Add(m.Cost)
+		}))))
+	}
+	defer func() {
+		for _, s := range servers {
+			s.Close()
+		}
+	}()
+	var wg sync.WaitGroup
+	var admitted, refunded, denied atomic.Int64
+	for i := range 400 {
+		wg.Go(func() {
+			cost := int64(1 + i%7)
+			url := servers[i%len(servers)].URL + "/"
+			if i%5 == 0 {
+				url += "?fail=1"
+			}
+			req, _ := http.NewRequest(http.MethodGet, url, nil)
+			req.Header.Set("X-Cost", strconv.FormatInt(cost, 10))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			switch resp.Header.Get(quotahttp.HeaderStatus) {
+			case "charged":
+				admitted.Add(cost)
+			case "refunded":
+				refunded.Add(cost)
+			}
+			if resp.StatusCode == http.StatusTooManyRequests {
+				denied.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	store := quota.NewRedis(rdb, quota.WithPrefix(prefix))
+	u := used(t, store, "shared", plan)
+	if u != admitted.Load() || u != served.Load() || u > 1000 {
+		t.Errorf("Redis holds %d units; the clients were charged %d, the handlers served %d; limit 1000", u, admitted.Load(), served.Load())
+	}
+	// 400 requests cost 1600 units: the limit must have bitten.
+	if denied.Load() == 0 {
+		t.Errorf("no request denied; %d units admitted", u)
+	}
+	if refunded.Load() == 0 {
+		t.Error("no failed request was refunded")
+	}
+}
+
+func mustRedisOptions(t *testing.T) *redis.Options {
+	o, err := redis.ParseURL(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// blackHole is a loopback address that accepts connections and never
+// answers.
+func blackHole(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
+}

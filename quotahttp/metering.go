@@ -1,0 +1,200 @@
+package quotahttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tileapi/tileapi/quota"
+)
+
+// Status says how a request was metered; it is sent in X-Quota-Status.
+type Status string
+
+const (
+	StatusCharged Status = "charged"
+	// StatusRefunded: charged, then given back, because the handler failed.
+	StatusRefunded Status = "refunded"
+	// StatusRefundPending: charged, the handler failed, and the refund did
+	// not answer in time: it goes on in the background.
+	StatusRefundPending Status = "refund-pending"
+	// StatusUnmetered: the store failed and the gate fails open.
+	StatusUnmetered Status = "unmetered"
+	// StatusShadowDenied: shadow mode, and the quota would have refused.
+	StatusShadowDenied Status = "shadow-denied"
+)
+
+// Metering is what the gate did for a request, as its handler sees it
+// through FromContext.
+type Metering struct {
+	Identity string
+	Plan     quota.Plan
+	// Cost is the price charged up front.
+	Cost   int64
+	Status Status
+	// Decision is the store's answer for a charged request; its Receipt
+	// names the charge. It is the zero Decision when nothing was charged
+	// (unmetered, shadow-denied).
+	Decision quota.Decision
+}
+
+type meteringKey struct{}
+
+// metering is the state of one gated request.
+type metering struct {
+	Metering
+	gate *Gate
+	w    http.ResponseWriter
+	r    *http.Request // the request as the gate received it, for the observer
+
+	mu       sync.Mutex
+	refunded bool
+}
+
+// FromContext returns what the gate did for the request whose context is
+// ctx, and false outside a gated handler.
+func FromContext(ctx context.Context) (Metering, bool) {
+	m, ok := ctx.Value(meteringKey{}).(*metering)
+	if !ok {
+		return Metering{}, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.Metering, true
+}
+
+// ErrNotGated is returned by Settle called outside a gated handler.
+var ErrNotGated = errors.New("quotahttp: the request did not pass through a gate")
+
+// Settle lowers the charge of the request whose context is ctx to actual
+// units, its real cost as the handler measured it, within [0, the price
+// charged]; the rest is given back to every limit. Call it before writing
+// the response: it rewrites the quota headers to show the units given back
+// and sets X-Quota-Settled-Cost. A request charged nothing (unmetered,
+// shadow-denied) has nothing to settle: Settle does nothing. A store that
+// fails leaves the request charged its price, and Settle returns its
+// error; the observer is told either way.
+func Settle(ctx context.Context, actual int64) error {
+	m, ok := ctx.Value(meteringKey{}).(*metering)
+	if !ok {
+		return ErrNotGated
+	}
+	return m.settle(ctx, actual)
+}
+
+func (m *metering) settle(ctx context.Context, actual int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rc := m.Decision.Receipt
+	if rc.IsZero() || m.refunded {
+		return nil
+	}
+	if actual < 0 || actual > rc.Cost() {
+		return quota.ErrInvalid
+	}
+	e := Event{Kind: EventSettled, Identity: m.Identity, Plan: m.Plan, Cost: m.Cost, Units: rc.Cost() - actual}
+	var settled quota.Receipt
+	err := m.gate.call(ctx, func(ctx context.Context) error {
+		var err error
+		settled, _, err = m.gate.store.Settle(ctx, rc, actual)
+		return err
+	})
+	if err != nil {
+		e.Kind, e.Units, e.Err = EventSettleFailed, 0, err
+		m.gate.observe(m.r, e)
+		return err
+	}
+	m.gate.observe(m.r, e)
+	m.Decision = given(m.Decision, rc.Cost()-actual)
+	m.Decision.Cost = m.Cost // X-RateLimit-Cost stays the price charged up front
+	m.Decision.Receipt = settled
+	h := m.w.Header()
+	m.gate.headers.write(h, m.Decision)
+	h.Set(HeaderSettledCost, strconv.FormatInt(actual, 10))
+	return nil
+}
+
+// refund gives the request's charge back, once, and says so in the
+// headers. Should the store not answer in time, it goes on trying in the
+// background (a refund is idempotent), so a slow store does not keep units
+// charged for work never served.
+func (m *metering) refund(ctx context.Context) {
+	r := m.r
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rc := m.Decision.Receipt
+	if rc.IsZero() || m.refunded {
+		return
+	}
+	m.refunded = true
+	h := m.w.Header()
+	if m.gate.refundOnce(ctx, r, m.Metering) {
+		m.Status = StatusRefunded
+		m.gate.headers.write(h, given(m.Decision, rc.Cost()))
+		h.Set(HeaderStatus, string(StatusRefunded))
+		return
+	}
+	m.Status = StatusRefundPending
+	h.Set(HeaderStatus, string(StatusRefundPending))
+	g := m.gate
+	select {
+	case g.retries <- struct{}{}:
+	default:
+		g.observe(r, Event{Kind: EventRefundAbandoned, Identity: m.Identity, Plan: m.Plan, Cost: m.Cost, Err: errTooManyRetries})
+		return
+	}
+	ms := m.Metering
+	go func() {
+		defer func() { <-g.retries }()
+		for wait := 100 * time.Millisecond; wait <= 3200*time.Millisecond; wait *= 2 {
+			time.Sleep(wait)
+			if g.refundOnce(ctx, r, ms) {
+				return
+			}
+		}
+		g.observe(r, Event{Kind: EventRefundAbandoned, Identity: ms.Identity, Plan: ms.Plan, Cost: ms.Cost, Err: errRetriesSpent})
+	}()
+}
+
+var (
+	errTooManyRetries = errors.New("quotahttp: too many refunds retrying: the units stay charged")
+	errRetriesSpent   = errors.New("quotahttp: every retry of the refund failed: the units stay charged")
+)
+
+// refundOnce makes one attempt at a refund, and reports whether the units
+// are back (or were already).
+func (g *Gate) refundOnce(ctx context.Context, r *http.Request, m Metering) bool {
+	rc := m.Decision.Receipt
+	var back bool
+	err := g.call(ctx, func(ctx context.Context) error {
+		var err error
+		back, err = g.store.Refund(ctx, rc)
+		return err
+	})
+	e := Event{Kind: EventRefunded, Identity: m.Identity, Plan: m.Plan, Cost: m.Cost, Units: rc.Cost()}
+	switch {
+	case err != nil:
+		e.Kind, e.Units, e.Err = EventRefundFailed, 0, err
+	case !back:
+		e.Units = 0 // given back already
+	}
+	g.observe(r, e)
+	return err == nil
+}
+
+// given is d as it stands once units of its charge are given back: they
+// return to every limit, and the cost shown is what remains charged.
+func given(d quota.Decision, units int64) quota.Decision {
+	d.Limits = slices.Clone(d.Limits)
+	for i := range d.Limits {
+		l := &d.Limits[i]
+		l.Used = max(l.Used-units, 0)
+		l.Remaining = min(l.Remaining+units, l.Limit.Max)
+	}
+	d.Cost -= units
+	return d
+}
