@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/tileapi/tileapi/field"
 
 	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quotahttp"
 	"github.com/tileapi/tileapi/tiles"
 )
 
@@ -202,7 +205,7 @@ func (s *Server) handleQuota(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	setQuotaHeaders(w.Header(), d)
+	quotahttp.SetHeaders(w.Header(), d, quotahttp.AllHeaders)
 	writeJSON(w, http.StatusOK, usageOf(c.plan.Name, d))
 }
 
@@ -225,6 +228,9 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, build func(caller)
 // fail answers err as its problem, logging what is the server's fault.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	p := problemFor(err)
+	if m := meteredOf(r); m.fits != nil && errors.Is(err, quota.ErrTooCostly) {
+		m.fits(p, p.MaxCost) // what the route could serve within the plan
+	}
 	if p.Status >= 500 {
 		s.log.ErrorContext(r.Context(), "request failed", "err", err)
 	}

@@ -3,9 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +15,7 @@ import (
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quotahttp"
 )
 
 // caller is who a request is charged to.
@@ -155,69 +154,117 @@ type metered struct {
 	work func(ctx context.Context) (*response, error)
 }
 
-// serve charges the caller, runs the work and writes its response, with the
-// quota headers on every outcome. A denied request is never charged; a
-// request whose work fails after the charge is refunded. In shadow mode
-// every decision is made and reported, and nothing is refused.
+// The request's caller and metered work travel in its context, from serve
+// to the gate's functions and to runWork.
+type (
+	callerKey  struct{}
+	meteredKey struct{}
+)
+
+func callerOf(r *http.Request) caller { c, _ := r.Context().Value(callerKey{}).(caller); return c }
+
+func meteredOf(r *http.Request) metered { m, _ := r.Context().Value(meteredKey{}).(metered); return m }
+
+// serve meters the request through the gate (quotahttp: charge, headers,
+// refusals, refunds) and runs its work. A denied request is never charged;
+// a request whose work fails after the charge is refunded. Beside the
+// gate, it holds the caller's in-flight slot, if the plan limits them.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m metered) {
-	if m.overPlan != nil {
-		s.shadowOr(w, r, c, m, m.overPlan)
+	ctx := context.WithValue(context.WithValue(r.Context(), callerKey{}, c), meteredKey{}, m)
+	r = r.WithContext(ctx)
+	if m.overPlan != nil && !s.cfg.Shadow {
+		s.fail(w, r, m.overPlan) // no plan admits it: spare the in-flight slot's round trip
 		return
 	}
-	lease, err := s.acquire(r.Context(), c)
+	lease, err := s.acquire(ctx, c)
 	var busy *concurrencyError
 	switch {
 	case errors.As(err, &busy):
 		s.metrics.decisions.WithLabelValues(c.plan.Name, "in_flight_exceeded").Inc()
-		s.shadowOr(w, r, c, m, err)
+		if !s.cfg.Shadow {
+			s.fail(w, r, err)
+			return
+		}
+		w.Header().Set(headerStatus, statusShadowDenied)
+		s.runWork(w, r)
 		return
 	case err != nil && (s.cfg.FailClosed || !isStoreFailure(err)):
 		s.fail(w, r, err)
 		return
 	}
-	defer s.release(r.Context(), lease)()
+	defer s.release(ctx, lease)()
+	s.meter.ServeHTTP(w, r)
+}
 
-	start := time.Now()
-	d, err := s.quota.Charge(r.Context(), c.identity, c.plan.Quota, m.cost)
-	s.metrics.quotaLatency.Observe(time.Since(start).Seconds())
+// newGate is the quota gate of every metered route, around runWork: it
+// prices a request with its metered cost, charges the caller's plan
+// within the quota time budget, applies the failure policy and shadow
+// mode, and refunds work that fails.
+func (s *Server) newGate(store quotahttp.Store) http.Handler {
+	opts := []quotahttp.Option{
+		quotahttp.WithIdentity(func(r *http.Request) (string, error) { return callerOf(r).identity, nil }),
+		quotahttp.WithPlanFunc(func(r *http.Request, _ string) (quota.Plan, error) { return callerOf(r).plan.Quota, nil }),
+		quotahttp.WithCost(func(r *http.Request) (int64, error) {
+			m := meteredOf(r)
+			if m.overPlan != nil {
+				return 0, quotahttp.Refuse(m.overPlan)
+			}
+			return m.cost, nil
+		}),
+		quotahttp.WithTimeout(s.cfg.QuotaTimeout),
+		// Input is checked before the charge, so any error after it is a
+		// failure of ours: the client gets nothing for its units.
+		quotahttp.WithRefundIf(func(status int) bool { return status >= 400 }),
+		quotahttp.WithErrorHandler(s.fail),
+		quotahttp.WithObserver(s.observe),
+	}
+	if s.cfg.FailClosed {
+		opts = append(opts, quotahttp.WithFailClosed())
+	}
+	if s.cfg.Shadow {
+		opts = append(opts, quotahttp.WithShadow())
+	}
+	return quotahttp.New(store, opts...).Handler(http.HandlerFunc(s.runWork))
+}
 
-	var tooCostly *quota.TooCostlyError
-	switch {
-	case errors.As(err, &tooCostly):
-		s.metrics.decisions.WithLabelValues(c.plan.Name, "too_costly").Inc()
-		s.shadowOr(w, r, c, m, &overPlanError{plan: c.plan, cost: m.cost, limit: tooCostly.Limit, fits: m.fits})
-		return
-	case err != nil && !isStoreFailure(err):
-		// A charge the quota refuses as invalid is a bug of ours (a price
-		// out of range), never an outage to serve unmetered.
-		s.fail(w, r, err)
-		return
-	case err != nil:
-		s.metrics.redisErrors.Inc()
-		s.log.ErrorContext(r.Context(), "quota store failed", "err", err, "fail_closed", s.cfg.FailClosed)
-		if s.cfg.FailClosed {
-			s.fail(w, r, err)
+// observe turns what the gate did into metrics and logs.
+func (s *Server) observe(r *http.Request, e quotahttp.Event) {
+	plan := callerOf(r).plan.Name
+	ctx := r.Context()
+	switch e.Kind {
+	case quotahttp.EventAllowed, quotahttp.EventDenied:
+		s.metrics.quotaLatency.Observe(e.Latency.Seconds())
+		if b := e.Decision.BindingLimit(); b.Remaining*10 < b.Limit.Max {
+			s.metrics.nearLimit.WithLabelValues(plan).Inc()
+		}
+		if e.Kind == quotahttp.EventDenied {
+			s.metrics.decisions.WithLabelValues(plan, "denied").Inc()
 			return
 		}
-		s.metrics.failOpen.Inc()
-		w.Header().Set(headerStatus, statusUnmetered)
-		s.work(w, r, c, m, quota.Decision{})
-		return
+		s.metrics.decisions.WithLabelValues(plan, "allowed").Inc()
+		s.metrics.unitsCharged.WithLabelValues(plan).Add(float64(e.Cost))
+	case quotahttp.EventTooCostly:
+		s.metrics.decisions.WithLabelValues(plan, "too_costly").Inc()
+	case quotahttp.EventStoreFailed:
+		s.metrics.quotaLatency.Observe(e.Latency.Seconds())
+		s.metrics.redisErrors.Inc()
+		s.log.ErrorContext(ctx, "quota store failed", "err", e.Err, "fail_closed", s.cfg.FailClosed)
+		if !s.cfg.FailClosed {
+			s.metrics.failOpen.Inc()
+		}
+	case quotahttp.EventRefunded, quotahttp.EventSettled:
+		if e.Units > 0 {
+			s.metrics.unitsRefunded.WithLabelValues(plan).Add(float64(e.Units))
+		}
+	case quotahttp.EventRefundFailed:
+		s.metrics.redisErrors.Inc()
+		s.log.ErrorContext(ctx, "refund failed; retrying in the background", "err", e.Err)
+	case quotahttp.EventRefundAbandoned:
+		s.log.ErrorContext(ctx, "refund given up: units stay charged", "cost", e.Cost, "err", e.Err)
+	case quotahttp.EventSettleFailed:
+		s.metrics.redisErrors.Inc()
+		s.log.ErrorContext(ctx, "settle failed; the request stays charged its price", "err", e.Err)
 	}
-
-	setQuotaHeaders(w.Header(), d)
-	if d.BindingLimit().Remaining*10 < d.BindingLimit().Limit.Max {
-		s.metrics.nearLimit.WithLabelValues(c.plan.Name).Inc()
-	}
-	if !d.Allowed {
-		s.metrics.decisions.WithLabelValues(c.plan.Name, "denied").Inc()
-		s.shadowOr(w, r, c, m, &deniedError{plan: c.plan, cost: m.cost, decision: d})
-		return
-	}
-	s.metrics.decisions.WithLabelValues(c.plan.Name, "allowed").Inc()
-	s.metrics.unitsCharged.WithLabelValues(c.plan.Name).Add(float64(m.cost))
-	w.Header().Set(headerStatus, statusCharged)
-	s.work(w, r, c, m, d)
 }
 
 // acquire takes one of the caller's in-flight slots, if its plan limits
@@ -279,39 +326,22 @@ func isStoreFailure(err error) bool {
 	return errors.As(err, &down)
 }
 
-// shadowOr refuses a request the quota does not admit with err, or in
-// shadow mode serves it unmetered, saying so.
-func (s *Server) shadowOr(w http.ResponseWriter, r *http.Request, c caller, m metered, err error) {
-	if !s.cfg.Shadow {
-		s.fail(w, r, err)
-		return
-	}
-	w.Header().Set(headerStatus, statusShadowDenied)
-	s.work(w, r, c, m, quota.Decision{})
-}
-
-// work runs the request's work and writes the response; if the work fails,
-// the charge of d (if any) is refunded before the error is answered, and
-// the headers say so.
-func (s *Server) work(w http.ResponseWriter, r *http.Request, c caller, m metered, d quota.Decision) {
+// runWork runs the request's work and writes the response. An error is
+// answered as its problem, and the gate refunds the charge as the status
+// goes out; a success settles the charge on the work done, where the plan
+// prices work.
+func (s *Server) runWork(w http.ResponseWriter, r *http.Request) {
+	m := meteredOf(r)
 	start := time.Now()
 	resp, err := m.work(r.Context())
 	took := time.Since(start)
 	s.metrics.queryLatency.WithLabelValues(m.route).Observe(took.Seconds())
 	if err != nil {
-		// Whatever went wrong, the client gets nothing for its units.
-		switch {
-		case s.refund(r.Context(), c, d.Receipt):
-			w.Header().Set(headerStatus, statusRefunded)
-			setQuotaHeaders(w.Header(), given(d, d.Cost))
-		case !d.Receipt.IsZero():
-			w.Header().Set(headerStatus, statusRefundPending)
-		}
 		s.fail(w, r, err)
 		return
 	}
-	s.settle(r.Context(), w.Header(), c, d, took, resp.features)
 	h := w.Header()
+	s.settle(r, h, callerOf(r), took, resp.features)
 	for k, v := range resp.header {
 		h[k] = v
 	}
@@ -328,91 +358,22 @@ func (s *Server) work(w http.ResponseWriter, r *http.Request, c caller, m metere
 	_, _ = w.Write(resp.body)
 }
 
-// refund gives back a charge whose work failed, and reports whether it
-// did. It runs even if the client has gone, within its own time budget;
-// should that run out, it goes on trying in the background (a refund is
-// idempotent), so a slow Redis does not keep units charged for work never
-// served.
-func (s *Server) refund(ctx context.Context, c caller, rc quota.Receipt) bool {
-	if rc.IsZero() {
-		return false
-	}
-	if s.refundOnce(ctx, c, rc) {
-		return true
-	}
-	select {
-	case s.refundRetries <- struct{}{}:
-		go func() {
-			defer func() { <-s.refundRetries }()
-			ctx := context.WithoutCancel(ctx)
-			for wait := 100 * time.Millisecond; wait <= 3200*time.Millisecond; wait *= 2 {
-				time.Sleep(wait)
-				if s.refundOnce(ctx, c, rc) {
-					s.log.InfoContext(ctx, "refund made on a retry")
-					return
-				}
-			}
-			s.log.ErrorContext(ctx, "refund given up after retries: units stay charged", "cost", rc.Cost())
-		}()
-	default:
-		s.log.ErrorContext(ctx, "refund not retried: too many retries pending; units stay charged", "cost", rc.Cost())
-	}
-	return false
-}
-
-// refundOnce makes one attempt at a refund, and reports whether the units
-// are back (or were already).
-func (s *Server) refundOnce(ctx context.Context, c caller, rc quota.Receipt) bool {
-	ok, err := s.quota.Refund(ctx, rc)
-	if err != nil {
-		s.metrics.redisErrors.Inc()
-		s.log.ErrorContext(ctx, "refund failed", "err", err)
-		return false
-	}
-	if ok {
-		s.metrics.unitsRefunded.WithLabelValues(c.plan.Name).Add(float64(rc.Cost()))
-	}
-	return true
-}
-
 // settle lowers an admitted charge to the price of the work measured, if
-// the plan prices work (cost.Model.Settle), and says so in the headers:
-// X-RateLimit-Cost stays the price charged up front, X-Quota-Settled-Cost
-// is what the request costs in the end, and RateLimit shows the units
-// given back.
-func (s *Server) settle(ctx context.Context, h http.Header, c caller, d quota.Decision, took time.Duration, features int) {
-	if d.Receipt.IsZero() || c.plan.Cost.Settle == nil {
+// the plan prices work (cost.Model.Settle): X-RateLimit-Cost stays the
+// price charged up front, X-Quota-Settled-Cost is what the request costs
+// in the end, and RateLimit shows the units given back.
+func (s *Server) settle(r *http.Request, h http.Header, c caller, took time.Duration, features int) {
+	g, _ := quotahttp.FromContext(r.Context())
+	charged := g.Decision.Receipt.Cost()
+	if g.Decision.Receipt.IsZero() || c.plan.Cost.Settle == nil {
 		return
 	}
 	ms := float64(took.Microseconds()) / 1000
-	price := c.plan.Cost.Work(d.Cost, ms, features)
-	if price < d.Cost {
-		if _, ok, err := s.quota.Settle(ctx, d.Receipt, price); err != nil || !ok {
-			if err != nil {
-				s.metrics.redisErrors.Inc()
-				s.log.ErrorContext(ctx, "settle failed; the request stays charged its price", "err", err)
-			}
-			price = d.Cost
-		} else {
-			s.metrics.unitsRefunded.WithLabelValues(c.plan.Name).Add(float64(d.Cost - price))
-			setQuotaHeaders(h, given(d, d.Cost-price))
-			h.Set("X-RateLimit-Cost", strconv.FormatInt(d.Cost, 10))
-		}
+	if price := c.plan.Cost.Work(charged, ms, features); price < charged && quotahttp.Settle(r.Context(), price) == nil {
+		return
 	}
-	h.Set(headerSettledCost, strconv.FormatInt(price, 10))
-}
-
-// given is d as it stands once units of its charge are given back: they
-// return to every limit, and the cost shown is what remains charged.
-func given(d quota.Decision, units int64) quota.Decision {
-	d.Limits = slices.Clone(d.Limits)
-	for i := range d.Limits {
-		l := &d.Limits[i]
-		l.Used = max(l.Used-units, 0)
-		l.Remaining = min(l.Remaining+units, l.Limit.Max)
-	}
-	d.Cost -= units
-	return d
+	// Nothing to give back, or a store that failed to: the price stands.
+	h.Set(quotahttp.HeaderSettledCost, strconv.FormatInt(charged, 10))
 }
 
 func etagMatches(header, etag string) bool {
@@ -425,54 +386,13 @@ func etagMatches(header, etag string) bool {
 	return false
 }
 
-// X-Quota-Status says how a response was metered.
+// X-Quota-Status says how a response was metered (see quotahttp.Status).
 const (
-	headerStatus   = "X-Quota-Status"
-	statusCharged  = "charged"
-	statusRefunded = "refunded" // charged, then given back: the work failed
-	// statusRefundPending: charged, the work failed, and the refund did not
-	// answer in time: it goes on in the background.
-	statusRefundPending = "refund-pending"
-
-	// headerSettledCost is what a request cost once settled on the work
-	// it did (plans whose cost model prices work).
-	headerSettledCost  = "X-Quota-Settled-Cost"
-	statusUnmetered    = "unmetered"     // the quota store failed and the policy is fail-open
-	statusShadowDenied = "shadow-denied" // shadow mode: would have been denied
+	headerStatus        = quotahttp.HeaderStatus
+	statusCharged       = string(quotahttp.StatusCharged)
+	statusRefunded      = string(quotahttp.StatusRefunded)
+	statusRefundPending = string(quotahttp.StatusRefundPending)
+	statusUnmetered     = string(quotahttp.StatusUnmetered)
+	statusShadowDenied  = string(quotahttp.StatusShadowDenied)
+	headerSettledCost   = quotahttp.HeaderSettledCost
 )
-
-// setQuotaHeaders writes the RateLimit-Policy and RateLimit fields of
-// draft-ietf-httpapi-ratelimit-headers-10 for every limit, and the
-// X-RateLimit-* fields for the binding one.
-func setQuotaHeaders(h http.Header, d quota.Decision) {
-	policies := make([]string, len(d.Limits))
-	states := make([]string, len(d.Limits))
-	for i, l := range d.Limits {
-		policies[i] = fmt.Sprintf("%q;q=%d;w=%d", l.Limit.Name, l.Limit.Max, windowSeconds(l.Limit))
-		states[i] = fmt.Sprintf("%q;r=%d;t=%d", l.Limit.Name, l.Remaining, ceilSeconds(l.ResetAfter))
-	}
-	h.Set("RateLimit-Policy", strings.Join(policies, ", "))
-	h.Set("RateLimit", strings.Join(states, ", "))
-	b := d.BindingLimit()
-	h.Set("X-RateLimit-Limit", strconv.FormatInt(b.Limit.Max, 10))
-	h.Set("X-RateLimit-Remaining", strconv.FormatInt(b.Remaining, 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(b.ResetAfter), 10))
-	h.Set("X-RateLimit-Cost", strconv.FormatInt(d.Cost, 10))
-}
-
-// windowSeconds is the w of a limit's policy: its window, or for a
-// calendar period its nominal length (a day, 30 days); RateLimit's t says
-// when the period really ends.
-func windowSeconds(l quota.Limit) int64 {
-	switch l.Period {
-	case quota.Day:
-		return 24 * 60 * 60
-	case quota.Month:
-		return 30 * 24 * 60 * 60
-	}
-	return ceilSeconds(l.Window)
-}
-
-func ceilSeconds(d time.Duration) int64 {
-	return ceilDiv(int64(d), int64(time.Second))
-}

@@ -15,35 +15,22 @@ import (
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quotahttp"
 	"github.com/tileapi/tileapi/tiles"
 )
 
-// problemBase prefixes every problem type: the page that explains it.
-const problemBase = "https://tileapi.dev/problems/"
-
-// problem is an RFC 9457 problem+json body. Code is the stable,
-// machine-readable name of the problem; extension members carry what a
-// client needs to act on it.
+// problem is an RFC 9457 problem+json body: the gate's (code, limit,
+// cost, retry time, ...) and what tileapi's own problems add.
 type problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	Code   string `json:"code"`
+	quotahttp.Problem
 
-	Field        string  `json:"field,omitempty"`
-	Limit        string  `json:"limit,omitempty"`
-	Cost         int64   `json:"cost,omitempty"`
-	MaxCost      int64   `json:"max_cost,omitempty"`
-	RetryAfterMS int64   `json:"retry_after_ms,omitempty"`
-	MaxRadius    float64 `json:"max_radius_m,omitempty"`
-	LowestZoom   *int    `json:"lowest_zoom,omitempty"`
-	// ResetsAt is when a spent calendar period starts again (RFC 3339).
-	ResetsAt string `json:"resets_at,omitempty"`
+	Field      string  `json:"field,omitempty"`
+	MaxRadius  float64 `json:"max_radius_m,omitempty"`
+	LowestZoom *int    `json:"lowest_zoom,omitempty"`
 }
 
 func newProblem(status int, code, title, detail string) *problem {
-	return &problem{Type: problemBase + code, Title: title, Status: status, Detail: detail, Code: code}
+	return &problem{Problem: *quotahttp.NewProblem(status, code, title, detail)}
 }
 
 // retryAfterDependency is the Retry-After of a failing dependency: soon,
@@ -69,24 +56,11 @@ func (e *unknownPlanError) Error() string {
 	return fmt.Sprintf("the key's plan %q is not configured", e.plan)
 }
 
-// deniedError is a charge the quota refused: it does not fit now.
-type deniedError struct {
-	plan     plans.Plan
-	cost     int64
-	decision quota.Decision
-}
-
-func (e *deniedError) Error() string { return "quota exceeded" }
-
-// overPlanError is a request the caller's plan can never admit: its cost
-// is above a limit's maximum (limit set), or its radius above the plan's
-// (radius set). fits adds to the problem what would fit in the plan.
+// overPlanError is a request whose radius is above its plan's maximum:
+// no state of the quota could admit it.
 type overPlanError struct {
 	plan   plans.Plan
-	cost   int64
-	limit  quota.Limit
 	radius float64
-	fits   func(p *problem, budget int64)
 }
 
 func (e *overPlanError) Error() string { return "request over the plan's maximum" }
@@ -125,7 +99,9 @@ func problemFor(err error) *problem {
 	var (
 		fe          *field.Error
 		unknownPlan *unknownPlanError
-		denied      *deniedError
+		denied      *quotahttp.DeniedError
+		tooCostly   *quotahttp.TooCostlyError
+		gateDown    *quotahttp.UnavailableError
 		overPlan    *overPlanError
 		unknownKeys *tooManyUnknownKeysError
 		quotaDown   *quotaUnavailableError
@@ -157,25 +133,8 @@ func problemFor(err error) *problem {
 				l.Used, l.Limit.Window, l.Limit.Window))
 		p.RetryAfterMS = max(ceilDiv(l.ResetAfter.Microseconds(), 1000), 1)
 		return p
-	case errors.As(err, &denied) && denied.decision.BindingLimit().Limit.Period != quota.Sliding:
-		d := denied.decision
-		l := d.BindingLimit()
-		resets := time.Now().Add(d.RetryAfter).UTC().Truncate(time.Second)
-		p := newProblem(http.StatusTooManyRequests, "quota-exhausted", "Quota exhausted",
-			fmt.Sprintf("limit %q of plan %q (%d units a %s) has %d units left; this request costs %d; it starts again at %s",
-				l.Limit.Name, denied.plan.Name, l.Limit.Max, l.Limit.Period, l.Remaining, denied.cost, resets.Format(time.RFC3339)))
-		p.Limit, p.Cost, p.ResetsAt = l.Limit.Name, denied.cost, resets.Format(time.RFC3339)
-		p.RetryAfterMS = max(1, ceilDiv(d.RetryAfter.Microseconds(), 1000))
-		return p
-	case errors.As(err, &denied):
-		d := denied.decision
-		l := d.BindingLimit()
-		p := newProblem(http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded",
-			fmt.Sprintf("limit %q of plan %q (%d units per %s) has %d units left; this request costs %d",
-				l.Limit.Name, denied.plan.Name, l.Limit.Max, l.Limit.Window, l.Remaining, denied.cost))
-		p.Limit, p.Cost = l.Limit.Name, denied.cost
-		p.RetryAfterMS = max(1, ceilDiv(d.RetryAfter.Microseconds(), 1000))
-		return p
+	case errors.As(err, &denied), errors.As(err, &tooCostly), errors.As(err, &gateDown):
+		return &problem{Problem: *quotahttp.ProblemFor(err)}
 	case errors.As(err, &busy):
 		p := newProblem(http.StatusTooManyRequests, "concurrency-exceeded", "Too many requests in progress",
 			fmt.Sprintf("plan %q allows %d requests of one key in progress at once; retry when one has finished", busy.plan.Name, busy.denial.Max))
@@ -217,21 +176,11 @@ func unavailable(code, title, detail string) *problem {
 	return p
 }
 
-// problem is the 422 of a request over the plan.
+// problem is the 422 of a radius over the plan.
 func (e *overPlanError) problem() *problem {
-	if e.limit.Name == "" {
-		p := newProblem(http.StatusUnprocessableEntity, "radius-exceeds-plan", "Radius larger than the plan allows",
-			fmt.Sprintf("radius %g m is above plan %q's maximum of %g m", e.radius, e.plan.Name, e.plan.MaxRadius))
-		p.Field, p.MaxRadius = "radius", min(e.plan.MaxRadius, e.plan.Cost.LargestRadius(e.plan.Quota.MaxCost()))
-		return p
-	}
-	p := newProblem(http.StatusUnprocessableEntity, "cost-exceeds-plan", "Request costs more than the plan allows",
-		fmt.Sprintf("this request costs %d units; limit %q of plan %q admits at most %d in any %s",
-			e.cost, e.limit.Name, e.plan.Name, e.limit.Max, e.limit.Window))
-	p.Cost, p.Limit, p.MaxCost = e.cost, e.limit.Name, e.plan.Quota.MaxCost()
-	if e.fits != nil {
-		e.fits(p, p.MaxCost)
-	}
+	p := newProblem(http.StatusUnprocessableEntity, "radius-exceeds-plan", "Radius larger than the plan allows",
+		fmt.Sprintf("radius %g m is above plan %q's maximum of %g m", e.radius, e.plan.Name, e.plan.MaxRadius))
+	p.Field, p.MaxRadius = "radius", min(e.plan.MaxRadius, e.plan.Cost.LargestRadius(e.plan.Quota.MaxCost()))
 	return p
 }
 

@@ -2,12 +2,14 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/go-chi/cors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tileapi/tileapi/quotahttp"
 	"github.com/tileapi/tileapi/web"
 )
 
@@ -81,10 +83,7 @@ func corsOptions(origins []string) cors.Options {
 		AllowedOrigins: origins,
 		AllowedMethods: []string{http.MethodGet, http.MethodHead},
 		AllowedHeaders: []string{"X-API-Key", "Authorization", "If-None-Match"},
-		ExposedHeaders: []string{
-			"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining",
-			"X-RateLimit-Reset", "X-RateLimit-Cost", headerStatus, "Retry-After", "ETag", "X-Tile-Cache",
-		},
-		MaxAge: 600, // seconds a browser may cache a preflight
+		ExposedHeaders: append(slices.Clone(quotahttp.ExposedHeaders), "ETag", "X-Tile-Cache"),
+		MaxAge:         600, // seconds a browser may cache a preflight
 	}
 }

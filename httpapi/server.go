@@ -160,22 +160,18 @@ type Config struct {
 // cannot pile up goroutines.
 const maxCacheWrites = 64
 
-// maxRefundRetries bounds the refunds retried in the background at once.
-const maxRefundRetries = 1024
-
 // Server is the HTTP handler of tileapi.
 type Server struct {
 	cfg         Config
 	quota       Quota         // cfg.Quota behind a deny cache, within the time budget
+	meter       http.Handler  // the quota gate (quotahttp) around runWork
 	tileCache   TileCache     // cfg.TileCache within the time budget
 	cacheWrites chan struct{} // a slot per tile cache write in flight
-	// refundRetries holds a slot per refund retried in the background.
-	refundRetries chan struct{}
-	inFlight      InFlight // cfg.InFlight within the time budget; nil for none
-	log           *slog.Logger
-	metrics       *metrics
-	unknownKeys   *unknownKeyGuard // nil when disabled
-	handler       http.Handler
+	inFlight    InFlight      // cfg.InFlight within the time budget; nil for none
+	log         *slog.Logger
+	metrics     *metrics
+	unknownKeys *unknownKeyGuard // nil when disabled
+	handler     http.Handler
 }
 
 // NewServer returns the handler of every route.
@@ -206,15 +202,17 @@ func NewServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Denials are remembered until their retry time: a client that keeps
+	// hammering after its 429 costs Redis nothing. The gate and every
+	// other use share the cache, so a refund drops its denials.
+	denials := quota.NewDenyCache(cfg.Quota)
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, metrics: m,
-		// Denials are remembered until their retry time: a client that
-		// keeps hammering after its 429 costs Redis nothing.
-		quota:         budgetQuota{q: quota.NewDenyCache(cfg.Quota), timeout: cfg.QuotaTimeout},
-		tileCache:     budgetCache{c: cfg.TileCache, timeout: cfg.QuotaTimeout},
-		cacheWrites:   make(chan struct{}, maxCacheWrites),
-		refundRetries: make(chan struct{}, maxRefundRetries),
+		quota:       budgetQuota{q: denials, timeout: cfg.QuotaTimeout},
+		tileCache:   budgetCache{c: cfg.TileCache, timeout: cfg.QuotaTimeout},
+		cacheWrites: make(chan struct{}, maxCacheWrites),
 	}
+	s.meter = s.newGate(denials)
 	if cfg.InFlight != nil {
 		s.inFlight = budgetInFlight{f: cfg.InFlight, timeout: cfg.QuotaTimeout}
 	}

@@ -28,7 +28,9 @@ type TooCostlyError struct {
 	Limit quota.Limit
 }
 
-func (e *TooCostlyError) Error() string { return "quotahttp: the request costs more than the plan allows" }
+func (e *TooCostlyError) Error() string {
+	return "quotahttp: the request costs more than the plan allows"
+}
 
 // Is makes errors.Is(err, quota.ErrTooCostly) true.
 func (e *TooCostlyError) Is(target error) bool { return target == quota.ErrTooCostly }
@@ -37,7 +39,9 @@ func (e *TooCostlyError) Is(target error) bool { return target == quota.ErrTooCo
 // time budget, when the gate fails closed: answered 503.
 type UnavailableError struct{ Err error }
 
-func (e *UnavailableError) Error() string { return "quotahttp: quota store unavailable: " + e.Err.Error() }
+func (e *UnavailableError) Error() string {
+	return "quotahttp: quota store unavailable: " + e.Err.Error()
+}
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // RefusedError is a refusal made by the service's own pricing (see Refuse).

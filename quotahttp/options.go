@@ -110,14 +110,14 @@ type Event struct {
 type EventKind int
 
 const (
-	EventAllowed     EventKind = iota + 1 // charged and admitted
-	EventDenied                           // the cost does not fit now
-	EventTooCostly                        // the cost can never fit the plan
-	EventInvalid                          // the store refused the call as invalid
-	EventStoreFailed                      // the store failed or ran out of time
-	EventRefunded                         // a charge was given back
-	EventRefundFailed                     // a refund failed; it is retried in the background
-	EventRefundAbandoned                  // a refund failed on every retry: the units stay charged
-	EventSettled                          // part of a charge was given back by Settle
-	EventSettleFailed                     // a settlement failed: the request stays charged its price
+	EventAllowed         EventKind = iota + 1 // charged and admitted
+	EventDenied                               // the cost does not fit now
+	EventTooCostly                            // the cost can never fit the plan
+	EventInvalid                              // the store refused the call as invalid
+	EventStoreFailed                          // the store failed or ran out of time
+	EventRefunded                             // a charge was given back
+	EventRefundFailed                         // a refund failed; it is retried in the background
+	EventRefundAbandoned                      // a refund failed on every retry: the units stay charged
+	EventSettled                              // part of a charge was given back by Settle
+	EventSettleFailed                         // a settlement failed: the request stays charged its price
 )
