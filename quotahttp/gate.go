@@ -48,6 +48,16 @@ type Gate struct {
 	onError    func(http.ResponseWriter, *http.Request, error)
 	observe    func(*http.Request, Event)
 	retries    chan struct{}
+	policies   policyCache
+}
+
+// writeHeaders writes the quota headers of d, a decision under plan.
+func (g *Gate) writeHeaders(h http.Header, plan string, d quota.Decision) {
+	if g.headers&HeadersDraft != 0 {
+		g.headers.write(h, d, g.policies.policy(plan, d))
+		return
+	}
+	g.headers.write(h, d, "")
 }
 
 // New returns a gate that charges store. A plan is required (WithPlan or
@@ -137,9 +147,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 	}
 
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
-	d, err := g.store.Charge(ctx, identity, plan, m.Cost)
-	cancel()
+	d, err := g.charge(r.Context(), identity, plan, m.Cost)
 	e := Event{Identity: identity, Plan: plan, Cost: m.Cost, Decision: d, Err: err, Latency: time.Since(start)}
 
 	var tooCostly *quota.TooCostlyError
@@ -162,19 +170,19 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 			return
 		}
 		m.Status = StatusUnmetered
-		w.Header().Set(HeaderStatus, string(StatusUnmetered))
+		setStatus(w.Header(), StatusUnmetered)
 		g.run(w, r, next, m)
 	case !d.Allowed:
 		e.Kind = EventDenied
 		g.observe(r, e)
-		g.headers.write(w.Header(), d)
+		g.writeHeaders(w.Header(), plan.Name, d)
 		g.refuse(w, r, next, m, &DeniedError{Identity: identity, Plan: plan, Cost: m.Cost, Decision: d})
 	default:
 		e.Kind = EventAllowed
 		g.observe(r, e)
 		m.Status, m.Decision = StatusCharged, d
-		g.headers.write(w.Header(), d)
-		w.Header().Set(HeaderStatus, string(StatusCharged))
+		g.writeHeaders(w.Header(), plan.Name, d)
+		setStatus(w.Header(), StatusCharged)
 		g.run(w, r, next, m)
 	}
 }
@@ -192,7 +200,7 @@ func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, next http.Handler,
 		return
 	}
 	m.Status = StatusShadowDenied
-	w.Header().Set(HeaderStatus, string(StatusShadowDenied))
+	setStatus(w.Header(), StatusShadowDenied)
 	g.run(w, r, next, m)
 }
 
@@ -206,7 +214,8 @@ func (g *Gate) run(w http.ResponseWriter, r *http.Request, next http.Handler, m 
 		g.onError(w, r, err)
 		return
 	}
-	rw := &responseWriter{ResponseWriter: w, m: m}
+	rw := &m.rw
+	rw.ResponseWriter, rw.m = w, m
 	defer func() {
 		if p := recover(); p != nil {
 			m.refund(ctx)
@@ -219,6 +228,17 @@ func (g *Gate) run(w http.ResponseWriter, r *http.Request, next http.Handler, m 
 		// nothing: it served nothing.
 		m.refund(ctx)
 	}
+}
+
+// charge charges the store within the time budget. The in-process store
+// answers without I/O, so it is spared the budget's timer.
+func (g *Gate) charge(ctx context.Context, identity string, plan quota.Plan, cost int64) (quota.Decision, error) {
+	if _, local := g.store.(*quota.Memory); local {
+		return g.store.Charge(ctx, identity, plan, cost)
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	return g.store.Charge(ctx, identity, plan, cost)
 }
 
 // call runs f within the time budget, on a context that outlives the

@@ -466,3 +466,27 @@ func blackHole(t *testing.T) string {
 	})
 	return l.Addr().String()
 }
+
+// A plan's RateLimit-Policy is cached by name; a plan of the same name
+// with other limits (a key's own overrides) gets its own.
+func TestPolicyFollowsThePlan(t *testing.T) {
+	store, _ := fixedStore()
+	small, big := mustPlan(t, quota.PerMinute(10)), mustPlan(t, quota.PerMinute(20), quota.PerDay(500))
+	h := quotahttp.New(store, quotahttp.WithPlanFunc(func(r *http.Request, _ string) (quota.Plan, error) {
+		if r.URL.Query().Get("big") != "" {
+			return big, nil
+		}
+		return small, nil
+	})).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for i, c := range []struct{ target, want string }{
+		{"/", `"minute";q=10;w=60`},
+		{"/?big=1", `"minute";q=20;w=60, "day";q=500;w=86400`},
+		{"/", `"minute";q=10;w=60`},
+	} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, requestTo(c.target, 1))
+		if got := w.Header().Get("RateLimit-Policy"); got != c.want {
+			t.Errorf("request %d: RateLimit-Policy %q, want %q", i, got, c.want)
+		}
+	}
+}

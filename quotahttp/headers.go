@@ -1,10 +1,10 @@
 package quotahttp
 
 import (
-	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/tileapi/tileapi/quota"
@@ -46,28 +46,94 @@ var ExposedHeaders = []string{
 
 // SetHeaders writes the quota headers of d in the groups of hs, as the gate
 // does; for a service that answers a peek at usage itself.
-func SetHeaders(h http.Header, d quota.Decision, hs Headers) { hs.write(h, d) }
+func SetHeaders(h http.Header, d quota.Decision, hs Headers) { hs.write(h, d, "") }
 
-func (hs Headers) write(h http.Header, d quota.Decision) {
+// policyCache holds the RateLimit-Policy of each plan a gate has seen: it
+// changes only with the plan, and building it is a good part of what the
+// headers cost a request.
+type policyCache struct{ plans sync.Map } // plan name → *cachedPolicy
+
+type cachedPolicy struct {
+	limits []quota.Limit
+	value  string
+}
+
+// policy returns the RateLimit-Policy of d's limits, under plan.
+func (c *policyCache) policy(plan string, d quota.Decision) string {
+	if v, ok := c.plans.Load(plan); ok {
+		p := v.(*cachedPolicy)
+		if len(p.limits) == len(d.Limits) && slices.EqualFunc(p.limits, d.Limits, func(l quota.Limit, s quota.LimitState) bool { return l == s.Limit }) {
+			return p.value
+		}
+	}
+	p := &cachedPolicy{limits: make([]quota.Limit, len(d.Limits)), value: string(appendPolicy(nil, d))}
+	for i, s := range d.Limits {
+		p.limits[i] = s.Limit
+	}
+	c.plans.Store(plan, p)
+	return p.value
+}
+
+func appendPolicy(buf []byte, d quota.Decision) []byte {
+	for i, l := range d.Limits {
+		if i > 0 {
+			buf = append(buf, ", "...)
+		}
+		// Names are tokens (quota.Plan.Validate): quoting is adding quotes.
+		buf = append(append(append(buf, '"'), l.Limit.Name...), '"')
+		buf = strconv.AppendInt(append(buf, ";q="...), l.Limit.Max, 10)
+		buf = strconv.AppendInt(append(buf, ";w="...), windowSeconds(l.Limit), 10)
+	}
+	return buf
+}
+
+// The headers in canonical form, set straight into the map: Header.Set
+// would canonicalize them on every request.
+var (
+	keyPolicy     = http.CanonicalHeaderKey("RateLimit-Policy")
+	keyState      = http.CanonicalHeaderKey("RateLimit")
+	keyLimit      = http.CanonicalHeaderKey("X-RateLimit-Limit")
+	keyRemaining  = http.CanonicalHeaderKey("X-RateLimit-Remaining")
+	keyReset      = http.CanonicalHeaderKey("X-RateLimit-Reset")
+	keyCost       = http.CanonicalHeaderKey("X-RateLimit-Cost")
+	keyStatus     = http.CanonicalHeaderKey(HeaderStatus)
+	keyRetryAfter = http.CanonicalHeaderKey("Retry-After")
+)
+
+// write sets the headers of d; it is on the path of every request, so it
+// builds them by hand rather than with fmt.
+func (hs Headers) write(h http.Header, d quota.Decision, policy string) {
 	if len(d.Limits) == 0 {
 		return
 	}
+	// One backing array for every value: a header map holds slices.
+	vals := make([]string, 0, 6)
+	set := func(key, v string) {
+		vals = append(vals, v)
+		h[key] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
 	if hs&HeadersDraft != 0 {
-		policies := make([]string, len(d.Limits))
-		states := make([]string, len(d.Limits))
-		for i, l := range d.Limits {
-			policies[i] = fmt.Sprintf("%q;q=%d;w=%d", l.Limit.Name, l.Limit.Max, windowSeconds(l.Limit))
-			states[i] = fmt.Sprintf("%q;r=%d;t=%d", l.Limit.Name, l.Remaining, ceilSeconds(l.ResetAfter))
+		if policy == "" {
+			policy = string(appendPolicy(nil, d))
 		}
-		h.Set("RateLimit-Policy", strings.Join(policies, ", "))
-		h.Set("RateLimit", strings.Join(states, ", "))
+		buf := make([]byte, 0, 32*len(d.Limits))
+		for i, l := range d.Limits {
+			if i > 0 {
+				buf = append(buf, ", "...)
+			}
+			buf = append(append(append(buf, '"'), l.Limit.Name...), '"')
+			buf = strconv.AppendInt(append(buf, ";r="...), l.Remaining, 10)
+			buf = strconv.AppendInt(append(buf, ";t="...), ceilSeconds(l.ResetAfter), 10)
+		}
+		set(keyPolicy, policy)
+		set(keyState, string(buf))
 	}
 	if hs&HeadersX != 0 {
 		b := d.BindingLimit()
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(b.Limit.Max, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(b.Remaining, 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(b.ResetAfter), 10))
-		h.Set("X-RateLimit-Cost", strconv.FormatInt(d.Cost, 10))
+		set(keyLimit, strconv.FormatInt(b.Limit.Max, 10))
+		set(keyRemaining, strconv.FormatInt(b.Remaining, 10))
+		set(keyReset, strconv.FormatInt(ceilSeconds(b.ResetAfter), 10))
+		set(keyCost, strconv.FormatInt(d.Cost, 10))
 	}
 }
 

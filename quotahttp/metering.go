@@ -28,6 +28,18 @@ const (
 	StatusShadowDenied Status = "shadow-denied"
 )
 
+// statusValues are the X-Quota-Status values as header map entries,
+// shared by every response: full slices, so an append copies.
+var statusValues = map[Status][]string{}
+
+func init() {
+	for _, s := range []Status{StatusCharged, StatusRefunded, StatusRefundPending, StatusUnmetered, StatusShadowDenied} {
+		statusValues[s] = []string{string(s)}[:1:1]
+	}
+}
+
+func setStatus(h http.Header, s Status) { h[keyStatus] = statusValues[s] }
+
 // Metering is what the gate did for a request, as its handler sees it
 // through FromContext.
 type Metering struct {
@@ -49,7 +61,8 @@ type metering struct {
 	Metering
 	gate *Gate
 	w    http.ResponseWriter
-	r    *http.Request // the request as the gate received it, for the observer
+	r    *http.Request  // the request as the gate received it, for the observer
+	rw   responseWriter // the handler's writer, allocated with the rest
 
 	mu       sync.Mutex
 	refunded bool
@@ -113,7 +126,7 @@ func (m *metering) settle(ctx context.Context, actual int64) error {
 	m.Decision.Cost = m.Cost // X-RateLimit-Cost stays the price charged up front
 	m.Decision.Receipt = settled
 	h := m.w.Header()
-	m.gate.headers.write(h, m.Decision)
+	m.gate.writeHeaders(h, m.Plan.Name, m.Decision)
 	h.Set(HeaderSettledCost, strconv.FormatInt(actual, 10))
 	return nil
 }
@@ -134,12 +147,12 @@ func (m *metering) refund(ctx context.Context) {
 	h := m.w.Header()
 	if m.gate.refundOnce(ctx, r, m.Metering) {
 		m.Status = StatusRefunded
-		m.gate.headers.write(h, given(m.Decision, rc.Cost()))
-		h.Set(HeaderStatus, string(StatusRefunded))
+		m.gate.writeHeaders(h, m.Plan.Name, given(m.Decision, rc.Cost()))
+		setStatus(h, StatusRefunded)
 		return
 	}
 	m.Status = StatusRefundPending
-	h.Set(HeaderStatus, string(StatusRefundPending))
+	setStatus(h, StatusRefundPending)
 	g := m.gate
 	select {
 	case g.retries <- struct{}{}:
