@@ -3,7 +3,9 @@
 // its plan's quota before the work runs, and refunded if the work fails.
 //
 // Every route is declared in routes.go; errors become problem+json in one
-// place (problem.go); the metering of a request is in meter.go.
+// place (problem.go); meter.go identifies and prices a request and passes it
+// through the quota gate of package quotahttp, which charges, refuses and
+// refunds.
 package httpapi
 
 import (
