@@ -16,7 +16,6 @@ import (
 
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/quota"
-	"github.com/tileapi/tileapi/quotahttp"
 	"github.com/tileapi/tileapi/tiles"
 )
 
@@ -199,14 +198,12 @@ func (s *Server) handleQuota(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	d, err := s.quota.Peek(r.Context(), c.identity, c.plan.Quota)
-	if err != nil {
-		s.metrics.redisErrors.Inc()
-		s.fail(w, r, err)
-		return
-	}
-	quotahttp.SetHeaders(w.Header(), d, quotahttp.AllHeaders)
-	writeJSON(w, http.StatusOK, usageOf(c.plan.Name, d))
+	s.usage.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+}
+
+// showUsage writes the usage the gate peeked at.
+func (s *Server) showUsage(w http.ResponseWriter, r *http.Request, d quota.Decision) {
+	writeJSON(w, http.StatusOK, usageOf(callerOf(r).plan.Name, d))
 }
 
 // gate identifies the caller and serves the metered request that build

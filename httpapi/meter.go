@@ -196,11 +196,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m meter
 	s.meter.ServeHTTP(w, r)
 }
 
-// newGate is the quota gate of every metered route, around runWork: it
+// newGate is the quota gate of every metered route (around runWork) and of
+// /v1/quota: it
 // prices a request with its metered cost, charges the caller's plan
 // within the quota time budget, applies the failure policy and shadow
 // mode, and refunds work that fails.
-func (s *Server) newGate(store quotahttp.Store) http.Handler {
+func (s *Server) newGate(store quotahttp.Store) *quotahttp.Gate {
 	opts := []quotahttp.Option{
 		quotahttp.WithIdentity(func(r *http.Request) (string, error) { return callerOf(r).identity, nil }),
 		quotahttp.WithPlanFunc(func(r *http.Request, _ string) (quota.Plan, error) { return callerOf(r).plan.Quota, nil }),
@@ -224,7 +225,7 @@ func (s *Server) newGate(store quotahttp.Store) http.Handler {
 	if s.cfg.Shadow {
 		opts = append(opts, quotahttp.WithShadow())
 	}
-	return quotahttp.New(store, opts...).Handler(http.HandlerFunc(s.runWork))
+	return quotahttp.New(store, opts...)
 }
 
 // observe turns what the gate did into metrics and logs.

@@ -167,6 +167,7 @@ type Server struct {
 	cfg         Config
 	quota       Quota         // cfg.Quota behind a deny cache, within the time budget
 	meter       http.Handler  // the quota gate (quotahttp) around runWork
+	usage       http.Handler  // the same gate's peek at usage, for /v1/quota
 	tileCache   TileCache     // cfg.TileCache within the time budget
 	cacheWrites chan struct{} // a slot per tile cache write in flight
 	inFlight    InFlight      // cfg.InFlight within the time budget; nil for none
@@ -214,7 +215,8 @@ func NewServer(cfg Config) (*Server, error) {
 		tileCache:   budgetCache{c: cfg.TileCache, timeout: cfg.QuotaTimeout},
 		cacheWrites: make(chan struct{}, maxCacheWrites),
 	}
-	s.meter = s.newGate(denials)
+	g := s.newGate(denials)
+	s.meter, s.usage = g.Handler(http.HandlerFunc(s.runWork)), g.Usage(s.showUsage)
 	if cfg.InFlight != nil {
 		s.inFlight = budgetInFlight{f: cfg.InFlight, timeout: cfg.QuotaTimeout}
 	}

@@ -286,3 +286,39 @@ func (w *responseWriter) Flush() {
 	}
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
 }
+
+// Usage returns a handler that shows callers their usage without charging
+// anything: it identifies the caller and finds its plan as the gate does,
+// peeks at the store within the time budget, writes the quota headers and
+// calls show with the decision. A store that fails is answered as an
+// *UnavailableError: there is nothing to serve unmetered.
+func (g *Gate) Usage(show func(w http.ResponseWriter, r *http.Request, d quota.Decision)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		identity, err := g.identify(r)
+		if err != nil {
+			g.onError(w, r, err)
+			return
+		}
+		plan, err := g.plan(r, identity)
+		if err != nil {
+			g.onError(w, r, err)
+			return
+		}
+		var d quota.Decision
+		err = g.call(r.Context(), func(ctx context.Context) error {
+			d, err = g.store.Peek(ctx, identity, plan)
+			return err
+		})
+		switch {
+		case errors.Is(err, quota.ErrInvalid):
+			g.onError(w, r, err)
+			return
+		case err != nil:
+			g.observe(r, Event{Kind: EventStoreFailed, Identity: identity, Plan: plan, Err: err})
+			g.onError(w, r, &UnavailableError{Err: err})
+			return
+		}
+		g.writeHeaders(w.Header(), plan.Name, d)
+		show(w, r, d)
+	})
+}

@@ -490,3 +490,28 @@ func TestPolicyFollowsThePlan(t *testing.T) {
 		}
 	}
 }
+
+// Usage shows the caller's use through the same identity and plan, and
+// charges nothing.
+func TestUsage(t *testing.T) {
+	store, _ := fixedStore()
+	plan := mustPlan(t, quota.PerMinute(10))
+	g := quotahttp.New(store, quotahttp.WithPlan(plan), quotahttp.WithCost(costHeader))
+	g.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(httptest.NewRecorder(), request(4))
+	var shown quota.Decision
+	usage := g.Usage(func(w http.ResponseWriter, r *http.Request, d quota.Decision) { shown = d })
+	for range 2 {
+		w := httptest.NewRecorder()
+		usage.ServeHTTP(w, request(1))
+		if shown.Limits[0].Used != 4 || w.Header().Get("RateLimit") != `"minute";r=6;t=60` {
+			t.Errorf("usage %+v, RateLimit %q; want 4 used, 6 remaining", shown.Limits, w.Header().Get("RateLimit"))
+		}
+	}
+
+	down := quotahttp.New(quota.NewRedis(redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1})), quotahttp.WithPlan(plan))
+	w := httptest.NewRecorder()
+	down.Usage(func(http.ResponseWriter, *http.Request, quota.Decision) { t.Error("shown without a store") }).ServeHTTP(w, request(1))
+	if w.Code != http.StatusServiceUnavailable {
+		t.Errorf("usage with the store down: status %d, want 503", w.Code)
+	}
+}
