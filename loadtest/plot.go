@@ -150,11 +150,13 @@ func PlotRPS(path string, r *ThroughputReport) error {
 	p.Title.Text = fmt.Sprintf("requests per second, %d clients", r.Clients)
 	p.Y.Label.Text = "req/s"
 	p.Legend.Top = true
-	width := vg.Points(16)
+	width := vg.Points(22)
+	most := 0.0
 	for i, s := range setups {
 		values := make(plotter.Values, len(routes))
 		for j, rt := range routes {
 			values[j] = rps[[2]string{s, rt}] // 0 where the setup does not serve the route
+			most = max(most, values[j])
 		}
 		bars, err := plotter.NewBarChart(values, width)
 		if err != nil {
@@ -166,6 +168,7 @@ func PlotRPS(path string, r *ThroughputReport) error {
 		p.Legend.Add(s, bars)
 	}
 	p.NominalX(routes...)
-	p.Y.Min = 0
+	p.X.Min, p.X.Max = -0.5, float64(len(routes))-0.5
+	p.Y.Min, p.Y.Max = 0, most*1.25 // room for the legend
 	return p.Save(8*vg.Inch, 4.5*vg.Inch, path)
 }

@@ -145,6 +145,15 @@ func WriteThroughputMarkdown(w io.Writer, r *ThroughputReport) error {
 	if len(sizes) > 0 {
 		fmt.Fprintf(&b, "\nBytes per tile MISS (uncompressed, mean over the run): %s.\n", strings.Join(sizes, ", "))
 	}
+	var failed []string
+	for _, st := range r.Stats {
+		if st.Errors > 0 {
+			failed = append(failed, fmt.Sprintf("%s %s %d of %d", st.Setup, st.Route, st.Errors, st.Requests))
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(&b, "\nAnswers other than 200, counted in req/s but not in the latencies: %s.\n", strings.Join(failed, ", "))
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

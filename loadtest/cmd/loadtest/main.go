@@ -4,13 +4,17 @@
 // in Redis and in process. See the README's "Load test" section.
 //
 //	go run ./loadtest/cmd/loadtest [-scenario exactness|throughput|all] [flags]
+//	go run ./loadtest/cmd/loadtest -scenario throughput -spatial postgis -database-url URL [-pg-tileserv BIN]
 //
 // By default it builds tileapi and starts the servers itself, each on a
-// free loopback port with the bundled data in memory; with -targets it
+// free loopback port with the bundled data in memory (with -spatial postgis,
+// on the database, and with -pg-tileserv, pg_tileserv beside them); with -targets it
 // drives servers already running instead (exactness only). It only talks to
 // loopback addresses, and every run is bounded by -duration, -phase and
 // -max-requests. Tables go to stdout (JSON with -json), the progress bar to
-// stderr, plots and results.json to -out. It exits 1 if any key failed.
+// stderr, plots, results.json and throughput.md (a Markdown table) to -out.
+// It exits 1 if any key failed. loadtest/postgis.sh runs the PostGIS
+// scenario and refreshes the README's table and plots.
 package main
 
 import (
