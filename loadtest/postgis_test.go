@@ -74,7 +74,7 @@ func TestPostGISThroughputScenario(t *testing.T) {
 	}
 	// As many misses as the list holds past the hits: the phase must stop
 	// when they run out, not draw one twice.
-	few := tiles[:hitCount+150]
+	few := tiles[:HitTiles+150]
 	rep, err := Throughput(ctx, ThroughputConfig{Setups: setups, Clients: 2, Phase: 300 * time.Millisecond,
 		MaxRequests: 5000, Tiles: few, Seed: 1})
 	if err != nil {

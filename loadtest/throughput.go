@@ -125,8 +125,8 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 	if len(c.Setups) == 0 || c.Setups[0].foreign() || c.Clients < 1 || c.Phase <= 0 || c.MaxRequests < 1 {
 		return nil, errors.New("loadtest: throughput needs setups (the first one tileapi), clients, a phase duration and a request bound")
 	}
-	if len(c.Tiles) != 0 && len(c.Tiles) <= hitCount {
-		return nil, fmt.Errorf("loadtest: throughput needs more than %d tiles, got %d", hitCount, len(c.Tiles))
+	if len(c.Tiles) != 0 && len(c.Tiles) <= HitTiles {
+		return nil, fmt.Errorf("loadtest: throughput needs more than %d tiles, got %d", HitTiles, len(c.Tiles))
 	}
 	for _, s := range c.Setups {
 		if err := CheckLoopback(s.URL); err != nil {
@@ -137,9 +137,9 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 	// Every run draws new miss tiles, so a tile cached in Redis by an
 	// earlier run is not taken for a miss.
 	missSeed := uint64(time.Now().UnixNano())
-	hits, misses := c.Tiles[:min(hitCount, len(c.Tiles))], c.Tiles[min(hitCount, len(c.Tiles)):]
+	hits, misses := c.Tiles[:min(HitTiles, len(c.Tiles))], c.Tiles[min(HitTiles, len(c.Tiles)):]
 	if len(c.Tiles) == 0 {
-		hits = randomTiles(rand.New(rand.NewPCG(missSeed, 0)), hitCount)
+		hits = randomTiles(rand.New(rand.NewPCG(missSeed, 0)), HitTiles)
 	}
 	search := func(format string) func(Setup) (func(*rand.Rand) string, int) {
 		return func(Setup) (func(*rand.Rand) string, int) {
@@ -207,8 +207,9 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 	return rep, nil
 }
 
-// hitCount is how many tiles the hit phase repeats.
-const hitCount = 64
+// HitTiles is how many tiles the hit phase repeats: the first of
+// ThroughputConfig.Tiles, when given.
+const HitTiles = 64
 
 // compare fills r.Overhead and r.Ratios: each tileapi setup against the
 // baseline (setups[0]) and against every other tile server.

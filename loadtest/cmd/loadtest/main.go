@@ -323,7 +323,7 @@ func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Write
 		ts := loadtest.Setup{Name: "pg_tileserv", URL: in.URL, TilePath: path}
 		rep.Tileserv = loadtest.TileservVersion(ctx, c.tileserv)
 		// The hit tiles, which the run fetches from tileapi anyway.
-		if rep.TileCheck, err = loadtest.CompareTiles(ctx, setups[0], ts, tiles[:64]); err != nil {
+		if rep.TileCheck, err = loadtest.CompareTiles(ctx, setups[0], ts, tiles[:loadtest.HitTiles]); err != nil {
 			return err
 		}
 		if len(rep.TileCheck.Differ) > 0 {
