@@ -53,6 +53,9 @@ ANALYZE places;
 ANALYZE fences`
 
 	versionSQL = `SELECT version FROM data_version`
+
+	// renewSQL draws a new version as a load does, leaving loaded_at alone.
+	renewSQL = `UPDATE data_version SET version = md5(random()::text || clock_timestamp()::text)`
 )
 
 var (
@@ -80,6 +83,22 @@ func Version(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 		return "", fmt.Errorf("load: version: %w", err)
 	}
 	return v, nil
+}
+
+// Renew gives the loaded data a new version without reloading it, so servers
+// started afterwards key their tile caches anew: no tile cached under the old
+// version is served by them. The load tool renews the version before each
+// run, so that a tile cached in Redis by an earlier run is not taken for a
+// miss. It returns ErrNotLoaded if nothing was loaded.
+func Renew(ctx context.Context, pool *pgxpool.Pool) error {
+	tag, err := pool.Exec(ctx, renewSQL)
+	if err != nil {
+		return fmt.Errorf("load: renew: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotLoaded
+	}
+	return nil
 }
 
 // Dataset replaces the rows of the places and fences tables with d in one

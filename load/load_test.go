@@ -24,6 +24,9 @@ func TestDatasetIsIdempotent(t *testing.T) {
 	if _, err := load.Version(ctx, pool); !errors.Is(err, load.ErrNotLoaded) {
 		t.Errorf("Version before any load: %v, want ErrNotLoaded", err)
 	}
+	if err := load.Renew(ctx, pool); !errors.Is(err, load.ErrNotLoaded) {
+		t.Errorf("Renew before any load: %v, want ErrNotLoaded", err)
+	}
 	var fingerprints, versions [2]string
 	for i := range fingerprints {
 		var progress bytes.Buffer
@@ -48,6 +51,12 @@ func TestDatasetIsIdempotent(t *testing.T) {
 	// the data it replaced.
 	if versions[0] == "" || versions[0] == versions[1] {
 		t.Errorf("data versions of two loads: %q and %q", versions[0], versions[1])
+	}
+	if err := load.Renew(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if renewed, err := load.Version(ctx, pool); err != nil || renewed == versions[1] {
+		t.Errorf("Version after Renew: %q, %v; want a new one (was %q)", renewed, err, versions[1])
 	}
 	if fingerprints[0] != fingerprints[1] {
 		t.Errorf("second load changed the rows: %s, then %s", fingerprints[0], fingerprints[1])

@@ -26,6 +26,7 @@ type Result struct {
 	Cache     string        `json:"cache,omitempty"` // X-Tile-Cache
 	Start     int64         `json:"start_us"`        // µs since the Unix epoch
 	Latency   time.Duration `json:"latency_ns"`
+	Bytes     int           `json:"bytes"` // of the body, uncompressed
 	Err       string        `json:"err,omitempty"`
 }
 
@@ -106,7 +107,7 @@ func do(ctx context.Context, hc *http.Client, base, secret string, req request) 
 		res.Err = err.Error()
 		return res
 	}
-	res.Status = resp.StatusCode
+	res.Status, res.Bytes = resp.StatusCode, len(body)
 	res.Cost, _ = strconv.ParseInt(resp.Header.Get("X-RateLimit-Cost"), 10, 64)
 	res.Remaining, _ = strconv.ParseInt(resp.Header.Get("X-RateLimit-Remaining"), 10, 64)
 	res.Cache = resp.Header.Get("X-Tile-Cache")

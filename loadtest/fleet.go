@@ -20,12 +20,16 @@ type Fleet struct {
 
 // FleetConfig says what servers to start.
 type FleetConfig struct {
-	Bin       string // the tileapi binary
-	Dir       string // where the plans file goes
-	RedisURL  string // shared by every instance; empty: each has its quota in process
-	Instances int
-	Plan      Plan // every key is on it
-	Keys      int
+	Bin      string // the tileapi binary
+	Dir      string // where the plans file goes
+	RedisURL string // shared by every instance; empty: each has its quota in process
+	// DatabaseURL is PostGIS after tileapi migrate and load, where the
+	// servers run their spatial queries and keep their keys; empty: the
+	// bundled data in memory.
+	DatabaseURL string
+	Instances   int
+	Plan        Plan // every key is on it
+	Keys        int
 	// QuotaTimeout is each quota call's time budget; empty: the server's
 	// default. The servers fail closed: a request whose charge does not
 	// answer in time is a 503, never served unmetered.
@@ -33,12 +37,14 @@ type FleetConfig struct {
 	Logs         io.Writer // the servers' output
 }
 
-// StartFleet starts the servers, with the bundled data in memory, in
-// parallel. Their demo keys have random secrets whose first four characters
+// StartFleet starts the servers in parallel. Their demo keys have random secrets whose first four characters
 // (what the admin API shows of a demo key) differ.
 func StartFleet(ctx context.Context, c FleetConfig) (*Fleet, error) {
-	if c.RedisURL != "" {
-		if err := CheckLoopback(c.RedisURL); err != nil {
+	for _, u := range []string{c.RedisURL, c.DatabaseURL} {
+		if u == "" {
+			continue
+		}
+		if err := CheckLoopback(u); err != nil {
 			return nil, err
 		}
 	}
@@ -57,7 +63,7 @@ func StartFleet(ctx context.Context, c FleetConfig) (*Fleet, error) {
 		demo = append(demo, secret+":"+c.Plan.Name)
 	}
 	env := []string{
-		"REDIS_URL=" + c.RedisURL, "DATABASE_URL=", "TILEAPI_PLANS_FILE=" + plans,
+		"REDIS_URL=" + c.RedisURL, "DATABASE_URL=" + c.DatabaseURL, "TILEAPI_PLANS_FILE=" + plans,
 		"TILEAPI_DEMO_KEYS=" + strings.Join(demo, ","), "TILEAPI_ADMIN_TOKEN=" + f.AdminToken,
 		"TILEAPI_QUOTA_FAILURE=closed", "TILEAPI_QUOTA_TIMEOUT=" + c.QuotaTimeout,
 	}

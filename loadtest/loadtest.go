@@ -2,7 +2,9 @@
 // and judges what they did: the exactness scenario proves from Redis's own
 // log of admissions that no key ever got more than its limits in any
 // trailing window, and the throughput scenario measures requests per second
-// and latency per route with the quota in Redis and in process.
+// and latency per route with the quota in Redis and in process, with the
+// spatial work in memory or on PostGIS, and there beside pg_tileserv on tile
+// misses.
 //
 // Every run is bounded in time and in requests, and talks to loopback
 // addresses only: it is a tool for a developer's machine or a CI runner, not

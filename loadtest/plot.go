@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"os"
+	"slices"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -129,4 +130,45 @@ func PlotLatency(path string, r *ThroughputReport) error {
 		p.Legend.Add(s.Setup+": "+s.Route, line)
 	}
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}
+
+// PlotRPS draws the requests per second of every setup on every route of r
+// as groups of bars, one group per route, and writes a PNG to path.
+func PlotRPS(path string, r *ThroughputReport) error {
+	var setups, routes []string
+	rps := map[[2]string]float64{}
+	for _, s := range r.Stats {
+		if !slices.Contains(setups, s.Setup) {
+			setups = append(setups, s.Setup)
+		}
+		if !slices.Contains(routes, s.Route) {
+			routes = append(routes, s.Route)
+		}
+		rps[[2]string{s.Setup, s.Route}] = s.RPS
+	}
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("requests per second, %d clients", r.Clients)
+	p.Y.Label.Text = "req/s"
+	p.Legend.Top = true
+	width := vg.Points(22)
+	most := 0.0
+	for i, s := range setups {
+		values := make(plotter.Values, len(routes))
+		for j, rt := range routes {
+			values[j] = rps[[2]string{s, rt}] // 0 where the setup does not serve the route
+			most = max(most, values[j])
+		}
+		bars, err := plotter.NewBarChart(values, width)
+		if err != nil {
+			return err
+		}
+		bars.Color, bars.LineStyle.Width = plotutil.Color(i), 0
+		bars.Offset = width * vg.Length(2*i-len(setups)+1) / 2
+		p.Add(bars)
+		p.Legend.Add(s, bars)
+	}
+	p.NominalX(routes...)
+	p.X.Min, p.X.Max = -0.5, float64(len(routes))-0.5
+	p.Y.Min, p.Y.Max = 0, most*1.25 // room for the legend
+	return p.Save(8*vg.Inch, 4.5*vg.Inch, path)
 }

@@ -3,6 +3,9 @@ package loadtest
 import (
 	"fmt"
 	"io"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -46,28 +49,122 @@ func WriteExactnessTable(w io.Writer, r *ExactnessReport) error {
 }
 
 // WriteThroughputTable writes one row per setup and route, then the
-// overhead of each setup over the baseline.
+// overhead of each setup over the baseline, and how each tileapi setup
+// compares with any other tile server.
 func WriteThroughputTable(w io.Writer, r *ThroughputReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "setup\troute\trequests\terrors\treq/s\tp50 ms\tp95 ms\tp99 ms\tmax ms\t")
+	fmt.Fprintln(tw, "setup\troute\trequests\terrors\treq/s\tp50 ms\tp95 ms\tp99 ms\tmax ms\tbytes\t")
 	for _, s := range r.Stats {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t\n", s.Setup, s.Route, s.Requests, s.Errors, s.RPS, ms(s.P50), ms(s.P95), ms(s.P99), ms(s.Max))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t%.0f\t\n", s.Setup, s.Route, s.Requests, s.Errors, s.RPS, ms(s.P50), ms(s.P95), ms(s.P99), ms(s.Max), s.Bytes)
 	}
 	if len(r.Overhead) > 0 {
-		fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t\t")
-		fmt.Fprintln(tw, "setup\troute\treq/s ratio\tp50 ratio\tp99 ratio\t\t\t\t\t")
+		fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t\t\t")
+		fmt.Fprintln(tw, "setup\troute\treq/s ratio\tp50 ratio\tp99 ratio\t\t\t\t\t\t")
 		for _, o := range r.Overhead {
-			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t\t\t\t\t\n", o.Setup, o.Route, o.RPS, o.P50, o.P99)
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t\t\t\t\t\t\n", o.Setup, o.Route, o.RPS, o.P50, o.P99)
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if len(r.Overhead) > 0 {
-		_, err := fmt.Fprintf(w, "ratios: baseline (%s) req/s over the setup's; the setup's latency over the baseline's\n", strings.TrimSpace(r.Stats[0].Setup))
-		return err
+		if _, err := fmt.Fprintf(w, "ratios: baseline (%s) req/s over the setup's; the setup's latency over the baseline's\n", strings.TrimSpace(r.Stats[0].Setup)); err != nil {
+			return err
+		}
+	}
+	for _, x := range r.Ratios {
+		if _, err := fmt.Fprintf(w, "%s: %s served %.2fx the req/s of %s\n", x.Route, x.Setup, x.RPS, x.Versus); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// WriteThroughputMarkdown writes r as a Markdown table for the README: a
+// row per route, with each setup's req/s, p50 and p99, then each ratio of
+// req/s (a setup's over another's: above 1 is faster); then a line of
+// the mean tile sizes.
+func WriteThroughputMarkdown(w io.Writer, r *ThroughputReport) error {
+	var setups, routes []string
+	stats := map[[2]string]RouteStats{}
+	for _, st := range r.Stats {
+		if !slices.Contains(setups, st.Setup) {
+			setups = append(setups, st.Setup)
+		}
+		if !slices.Contains(routes, st.Route) {
+			routes = append(routes, st.Route)
+		}
+		stats[[2]string{st.Setup, st.Route}] = st
+	}
+	type pair struct{ setup, versus string }
+	var pairs []pair
+	ratios := map[string]float64{}
+	for _, x := range r.Ratios {
+		p := pair{x.Setup, x.Versus}
+		if !slices.Contains(pairs, p) {
+			pairs = append(pairs, p)
+		}
+		ratios[x.Route+"\x00"+x.Setup+"\x00"+x.Versus] = x.RPS
+	}
+	var b strings.Builder
+	b.WriteString("| route |")
+	sep := "| --- |"
+	for _, s := range setups {
+		fmt.Fprintf(&b, " %s req/s | p50 ms | p99 ms |", s)
+		sep += " ---: | ---: | ---: |"
+	}
+	for _, p := range pairs {
+		fmt.Fprintf(&b, " %s / %s |", p.setup, p.versus)
+		sep += " ---: |"
+	}
+	b.WriteString("\n" + sep + "\n")
+	for _, rt := range routes {
+		fmt.Fprintf(&b, "| %s |", rt)
+		for _, s := range setups {
+			if st, ok := stats[[2]string{s, rt}]; ok {
+				fmt.Fprintf(&b, " %s | %s | %s |", thousands(st.RPS), ms(st.P50), ms(st.P99))
+			} else {
+				b.WriteString(" | | |")
+			}
+		}
+		for _, p := range pairs {
+			if x, ok := ratios[rt+"\x00"+p.setup+"\x00"+p.versus]; ok {
+				fmt.Fprintf(&b, " %.2fx |", x)
+			} else {
+				b.WriteString(" |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	var sizes []string
+	for _, s := range setups {
+		if st, ok := stats[[2]string{s, RouteTileMiss}]; ok {
+			sizes = append(sizes, fmt.Sprintf("%s %.0f", s, st.Bytes))
+		}
+	}
+	if len(sizes) > 0 {
+		fmt.Fprintf(&b, "\nBytes per tile MISS (uncompressed, mean over the run): %s.\n", strings.Join(sizes, ", "))
+	}
+	var failed []string
+	for _, st := range r.Stats {
+		if st.Errors > 0 {
+			failed = append(failed, fmt.Sprintf("%s %s %d of %d", st.Setup, st.Route, st.Errors, st.Requests))
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(&b, "\nAnswers other than 200, counted in req/s but not in the latencies: %s.\n", strings.Join(failed, ", "))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// thousands formats x rounded, with commas between thousands.
+func thousands(x float64) string {
+	s := strconv.FormatInt(int64(math.Round(x)), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -67,20 +66,26 @@ type Instance struct {
 // process's environment (REDIS_URL, TILEAPI_PLANS_FILE, ...), and waits
 // until its /healthz answers. Its output goes to logs. Stop it with Stop.
 func Start(ctx context.Context, bin string, env []string, logs io.Writer) (*Instance, error) {
-	port, err := freePort()
+	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(append(os.Environ(), "TILEAPI_ADDR="+addr, "TILEAPI_LOG_LEVEL=warn"), env...)
+	return startProcess(ctx, cmd, "http://"+addr, "/healthz", logs)
+}
+
+// startProcess starts cmd, a server that listens at url, and waits until
+// url+health answers 200.
+func startProcess(ctx context.Context, cmd *exec.Cmd, url, health string, logs io.Writer) (*Instance, error) {
+	bin := cmd.Path
 	cmd.Stdout, cmd.Stderr = logs, logs
 	// Should this process die first, take the server with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("loadtest: start %s: %w", bin, err)
 	}
-	in := &Instance{URL: "http://" + addr, cmd: cmd, exited: make(chan error, 1)}
+	in := &Instance{URL: url, cmd: cmd, exited: make(chan error, 1)}
 	go func() { in.exited <- cmd.Wait() }()
 	hc := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(60 * time.Second)
@@ -93,7 +98,7 @@ func Start(ctx context.Context, bin string, env []string, logs io.Writer) (*Inst
 			return nil, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
-		if resp, err := hc.Get(in.URL + "/healthz"); err == nil {
+		if resp, err := hc.Get(in.URL + health); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return in, nil
@@ -127,11 +132,12 @@ func (in *Instance) kill() {
 	<-in.exited
 }
 
-func freePort() (int, error) {
+// freeAddr returns a loopback address with a port free at the moment.
+func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("loadtest: free port: %w", err)
+		return "", fmt.Errorf("loadtest: free port: %w", err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return l.Addr().String(), nil
 }

@@ -8,7 +8,12 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/paulmach/orb/maptile"
 )
 
 // Setup is one server the throughput scenario measures, and the key it
@@ -17,6 +22,21 @@ type Setup struct {
 	Name   string `json:"name"`
 	URL    string `json:"url"`
 	Secret string `json:"-"`
+	// TilePath, if set, makes this a tile server other than tileapi
+	// (pg_tileserv): only tile misses are measured on it, at this path with
+	// {z}, {x} and {y} replaced, and it is not expected to say X-Tile-Cache.
+	TilePath string `json:"tile_path,omitempty"`
+}
+
+// foreign says whether s is a tile server other than tileapi.
+func (s Setup) foreign() bool { return s.TilePath != "" }
+
+// tilePath is the path of places tile t on s.
+func (s Setup) tilePath(t maptile.Tile) string {
+	if s.foreign() {
+		return strings.NewReplacer("{z}", strconv.Itoa(int(t.Z)), "{x}", strconv.Itoa(int(t.X)), "{y}", strconv.Itoa(int(t.Y))).Replace(s.TilePath)
+	}
+	return fmt.Sprintf("/v1/tiles/places/%d/%d/%d.mvt", t.Z, t.X, t.Y)
 }
 
 // ThroughputConfig is a run of the throughput scenario.
@@ -29,8 +49,13 @@ type ThroughputConfig struct {
 	Clients     int
 	Phase       time.Duration
 	MaxRequests int
-	Seed        uint64
-	Progress    io.Writer
+	// Tiles are the places tiles the tile routes draw from, in the order
+	// they are drawn: the first 64 are the hits, and each setup's misses walk
+	// the rest from the start, never twice in a phase. Empty: random tiles
+	// of zoom 12 over Europe.
+	Tiles    []maptile.Tile
+	Seed     uint64
+	Progress io.Writer
 }
 
 // Route names of the throughput scenario.
@@ -54,6 +79,8 @@ type RouteStats struct {
 	P95      time.Duration `json:"p95_ns"`
 	P99      time.Duration `json:"p99_ns"`
 	Max      time.Duration `json:"max_ns"`
+	// Bytes is the mean size of the timed responses' bodies, uncompressed.
+	Bytes float64 `json:"bytes"`
 
 	Latencies []time.Duration `json:"-"` // sorted, for the plot
 }
@@ -69,21 +96,37 @@ type Overhead struct {
 	P99 float64 `json:"p99_ratio"`
 }
 
+// Ratio is how many requests per second a tileapi setup served on a route
+// for each one another setup served: the baseline, or a tile server other
+// than tileapi. Above 1 is faster.
+type Ratio struct {
+	Route  string  `json:"route"`
+	Setup  string  `json:"setup"`
+	Versus string  `json:"versus"`
+	RPS    float64 `json:"rps"`
+}
+
 // ThroughputReport is the outcome of the throughput scenario.
 type ThroughputReport struct {
-	Clients  int           `json:"clients"`
-	Phase    time.Duration `json:"phase_ns"`
-	Stats    []RouteStats  `json:"routes"`
-	Overhead []Overhead    `json:"overhead"`
+	Clients int           `json:"clients"`
+	Phase   time.Duration `json:"phase_ns"`
+	Stats   []RouteStats  `json:"routes"`
+	// Overhead compares each tileapi setup with the baseline; Ratios also
+	// compares each with any other tile server.
+	Overhead []Overhead `json:"overhead"`
+	Ratios   []Ratio    `json:"ratios"`
 }
 
 // Throughput measures requests per second and latency of each route on
 // each setup: a 2 km search, a containment query, tiles the cache holds
-// (a few, warmed first) and tiles it does not (each one new: random places
-// tiles at z12).
+// (a few, warmed first) and tiles it does not (each one new). A tile server
+// other than tileapi is measured on tiles only, all of them new to it.
 func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, error) {
-	if len(c.Setups) == 0 || c.Clients < 1 || c.Phase <= 0 || c.MaxRequests < 1 {
-		return nil, errors.New("loadtest: throughput needs setups, clients, a phase duration and a request bound")
+	if len(c.Setups) == 0 || c.Setups[0].foreign() || c.Clients < 1 || c.Phase <= 0 || c.MaxRequests < 1 {
+		return nil, errors.New("loadtest: throughput needs setups (the first one tileapi), clients, a phase duration and a request bound")
+	}
+	if len(c.Tiles) != 0 && len(c.Tiles) <= HitTiles {
+		return nil, fmt.Errorf("loadtest: throughput needs more than %d tiles, got %d", HitTiles, len(c.Tiles))
 	}
 	for _, s := range c.Setups {
 		if err := CheckLoopback(s.URL); err != nil {
@@ -94,60 +137,115 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 	// Every run draws new miss tiles, so a tile cached in Redis by an
 	// earlier run is not taken for a miss.
 	missSeed := uint64(time.Now().UnixNano())
-	hits := hitTiles(rand.New(rand.NewPCG(missSeed, 0)))
+	hits, misses := c.Tiles[:min(HitTiles, len(c.Tiles))], c.Tiles[min(HitTiles, len(c.Tiles)):]
+	if len(c.Tiles) == 0 {
+		hits = randomTiles(rand.New(rand.NewPCG(missSeed, 0)), HitTiles)
+	}
+	search := func(format string) func(Setup) (func(*rand.Rand) string, int) {
+		return func(Setup) (func(*rand.Rand) string, int) {
+			return func(r *rand.Rand) string {
+				p := jitter(r, cities[r.IntN(len(cities))])
+				return fmt.Sprintf(format, p[0], p[1])
+			}, c.MaxRequests
+		}
+	}
 	routes := []struct {
 		name  string
-		cache string // the X-Tile-Cache a result must carry to count
-		next  func(r *rand.Rand) request
+		cache string // the X-Tile-Cache a result of tileapi must carry to count
+		// phase returns the paths one setup's phase on this route asks
+		// for, and how many it can ask for at most.
+		phase func(s Setup) (next func(r *rand.Rand) string, most int)
 	}{
-		{RouteWithin, "", func(r *rand.Rand) request {
-			p := jitter(r, cities[r.IntN(len(cities))])
-			return request{RouteWithin, fmt.Sprintf("/v1/geofence/within?lng=%.5f&lat=%.5f&radius=2000&limit=50", p[0], p[1])}
+		{RouteWithin, "", search("/v1/geofence/within?lng=%.5f&lat=%.5f&radius=2000&limit=50")},
+		{RouteContains, "", search("/v1/geofence/contains?lng=%.5f&lat=%.5f")},
+		{RouteTileHit, "HIT", func(s Setup) (func(*rand.Rand) string, int) {
+			return func(r *rand.Rand) string { return s.tilePath(hits[r.IntN(len(hits))]) }, c.MaxRequests
 		}},
-		{RouteContains, "", func(r *rand.Rand) request {
-			p := jitter(r, cities[r.IntN(len(cities))])
-			return request{RouteContains, fmt.Sprintf("/v1/geofence/contains?lng=%.5f&lat=%.5f", p[0], p[1])}
+		{RouteTileMiss, "MISS", func(s Setup) (func(*rand.Rand) string, int) {
+			if len(misses) == 0 {
+				return func(r *rand.Rand) string { return s.tilePath(randomTile(r)) }, c.MaxRequests
+			}
+			var drawn atomic.Int64 // drive calls next at most most times
+			return func(*rand.Rand) string { return s.tilePath(misses[drawn.Add(1)-1]) }, min(c.MaxRequests, len(misses))
 		}},
-		{RouteTileHit, "HIT", func(r *rand.Rand) request { return hits[r.IntN(len(hits))] }},
-		{RouteTileMiss, "MISS", nil},
 	}
 	rep := &ThroughputReport{Clients: c.Clients, Phase: c.Phase}
 	for _, s := range c.Setups {
+		if s.foreign() {
+			continue
+		}
 		for _, h := range hits { // warm the cache
-			if res := do(ctx, hc, s.URL, s.Secret, h); res.Status != http.StatusOK {
-				return nil, fmt.Errorf("loadtest: %s: warming %s: %d %s", s.Name, h.path, res.Status, res.Err)
+			if res := do(ctx, hc, s.URL, s.Secret, request{RouteTileHit, s.tilePath(h)}); res.Status != http.StatusOK {
+				return nil, fmt.Errorf("loadtest: %s: warming %s: %d %s", s.Name, s.tilePath(h), res.Status, res.Err)
 			}
 		}
 	}
 	// Route by route, each setup in turn: the setups compared on a route
 	// are measured minutes apart at most, whatever else the machine does.
 	for _, rt := range routes {
-		next := rt.next
-		if next == nil {
-			next = missTile
-		}
 		for si, s := range c.Setups {
+			cache := rt.cache
+			if s.foreign() {
+				if rt.name != RouteTileMiss {
+					continue
+				}
+				cache = ""
+			}
+			next, most := rt.phase(s)
 			start := time.Now()
-			results := drive(ctx, c.Clients, c.Phase, c.MaxRequests, c.Seed^missSeed^uint64(si), c.Progress, s.Name+" "+rt.name,
-				func(ctx context.Context, _ int, r *rand.Rand) Result { return do(ctx, hc, s.URL, s.Secret, next(r)) })
-			rep.Stats = append(rep.Stats, routeStats(s.Name, rt.name, rt.cache, results, time.Since(start)))
+			results := drive(ctx, c.Clients, c.Phase, most, c.Seed^missSeed^uint64(si), c.Progress, s.Name+" "+rt.name,
+				func(ctx context.Context, _ int, r *rand.Rand) Result {
+					return do(ctx, hc, s.URL, s.Secret, request{rt.name, next(r)})
+				})
+			rep.Stats = append(rep.Stats, routeStats(s.Name, rt.name, cache, results, time.Since(start)))
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 		}
 	}
-	for _, b := range rep.Stats {
-		if b.Setup != c.Setups[0].Name {
+	rep.compare(c.Setups)
+	return rep, nil
+}
+
+// HitTiles is how many tiles the hit phase repeats: the first of
+// ThroughputConfig.Tiles, when given.
+const HitTiles = 64
+
+// compare fills r.Overhead and r.Ratios: each tileapi setup against the
+// baseline (setups[0]) and against every other tile server.
+func (r *ThroughputReport) compare(setups []Setup) {
+	stats := map[[2]string]RouteStats{}
+	for _, st := range r.Stats {
+		stats[[2]string{st.Setup, st.Route}] = st
+	}
+	for _, route := range []string{RouteWithin, RouteContains, RouteTileHit, RouteTileMiss} {
+		b, ok := stats[[2]string{setups[0].Name, route}]
+		if !ok {
 			continue
 		}
-		for _, st := range rep.Stats {
-			if st.Setup != b.Setup && st.Route == b.Route && st.RPS > 0 && b.P50 > 0 && b.P99 > 0 {
-				rep.Overhead = append(rep.Overhead, Overhead{Setup: st.Setup, Route: st.Route,
+		for _, s := range setups[1:] {
+			st, ok := stats[[2]string{s.Name, route}]
+			if !ok || s.foreign() || st.RPS <= 0 || b.RPS <= 0 {
+				continue
+			}
+			r.Ratios = append(r.Ratios, Ratio{Route: route, Setup: s.Name, Versus: b.Setup, RPS: st.RPS / b.RPS})
+			if b.P50 > 0 && b.P99 > 0 {
+				r.Overhead = append(r.Overhead, Overhead{Setup: s.Name, Route: route,
 					RPS: b.RPS / st.RPS, P50: float64(st.P50) / float64(b.P50), P99: float64(st.P99) / float64(b.P99)})
 			}
 		}
+		for _, f := range setups {
+			fs, ok := stats[[2]string{f.Name, route}]
+			if !f.foreign() || !ok || fs.RPS <= 0 {
+				continue
+			}
+			for _, s := range setups {
+				if st, ok := stats[[2]string{s.Name, route}]; ok && !s.foreign() {
+					r.Ratios = append(r.Ratios, Ratio{Route: route, Setup: s.Name, Versus: f.Name, RPS: st.RPS / fs.RPS})
+				}
+			}
+		}
 	}
-	return rep, nil
 }
 
 func routeStats(setup, route, cache string, results []Result, elapsed time.Duration) RouteStats {
@@ -160,6 +258,7 @@ func routeStats(setup, route, cache string, results []Result, elapsed time.Durat
 			st.Other++
 		default:
 			st.Latencies = append(st.Latencies, r.Latency)
+			st.Bytes += float64(r.Bytes)
 		}
 	}
 	slices.Sort(st.Latencies)
@@ -167,6 +266,7 @@ func routeStats(setup, route, cache string, results []Result, elapsed time.Durat
 	st.P50, st.P95, st.P99 = quantile(st.Latencies, 0.50), quantile(st.Latencies, 0.95), quantile(st.Latencies, 0.99)
 	if n := len(st.Latencies); n > 0 {
 		st.Max = st.Latencies[n-1]
+		st.Bytes /= float64(n)
 	}
 	return st
 }
@@ -185,20 +285,19 @@ func jitter(r *rand.Rand, p [2]float64) [2]float64 {
 	return [2]float64{p[0] + (r.Float64()-0.5)*0.02, p[1] + (r.Float64()-0.5)*0.02}
 }
 
-// hitTiles draws the 64 tiles the hit phase repeats, from the tiles the
-// miss phase draws, so that the two differ by the cache alone.
-func hitTiles(r *rand.Rand) []request {
-	out := make([]request, 64)
+// randomTiles draws n tiles as the miss phase does, for the hit phase to
+// repeat, so that the two differ by the cache alone.
+func randomTiles(r *rand.Rand, n int) []maptile.Tile {
+	out := make([]maptile.Tile, n)
 	for i := range out {
-		out[i] = missTile(r)
-		out[i].route = RouteTileHit
+		out[i] = randomTile(r)
 	}
 	return out
 }
 
-// missTile draws a places tile at z12 over Europe (about 200,000 tiles).
-func missTile(r *rand.Rand) request {
+// randomTile draws a places tile at z12 over Europe (about 200,000 tiles).
+func randomTile(r *rand.Rand) maptile.Tile {
 	x0, y0 := tileOf([2]float64{-10, 60}, 12)
 	x1, y1 := tileOf([2]float64{30, 36}, 12)
-	return request{RouteTileMiss, fmt.Sprintf("/v1/tiles/places/12/%d/%d.mvt", x0+r.IntN(x1-x0), y0+r.IntN(y1-y0))}
+	return maptile.New(uint32(x0+r.IntN(x1-x0)), uint32(y0+r.IntN(y1-y0)), 12)
 }

@@ -4,13 +4,17 @@
 // in Redis and in process. See the README's "Load test" section.
 //
 //	go run ./loadtest/cmd/loadtest [-scenario exactness|throughput|all] [flags]
+//	go run ./loadtest/cmd/loadtest -scenario throughput -spatial postgis -database-url URL [-pg-tileserv BIN]
 //
 // By default it builds tileapi and starts the servers itself, each on a
-// free loopback port with the bundled data in memory; with -targets it
+// free loopback port with the bundled data in memory (with -spatial postgis,
+// on the database, and with -pg-tileserv, pg_tileserv beside them); with -targets it
 // drives servers already running instead (exactness only). It only talks to
 // loopback addresses, and every run is bounded by -duration, -phase and
 // -max-requests. Tables go to stdout (JSON with -json), the progress bar to
-// stderr, plots and results.json to -out. It exits 1 if any key failed.
+// stderr, plots, results.json and throughput.md (a Markdown table) to -out.
+// It exits 1 if any key failed. loadtest/postgis.sh runs the PostGIS
+// scenario and refreshes the README's table and plots.
 package main
 
 import (
@@ -28,8 +32,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/paulmach/orb/maptile"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tileapi/tileapi/load"
 	"github.com/tileapi/tileapi/loadtest"
 )
 
@@ -48,7 +55,7 @@ var errFailed = errors.New("loadtest: the quota was not exact: see the table")
 
 type config struct {
 	scenario, redisURL, targets, secrets, adminToken, bin, out, limits string
-	quotaTimeout                                                       string
+	quotaTimeout, spatial, databaseURL, tileserv                       string
 	instances, keys, clients, throughputClients, maxRequests           int
 	duration, phase                                                    time.Duration
 	jsonOut                                                            bool
@@ -70,6 +77,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.StringVar(&c.bin, "bin", "", "tileapi binary to start; empty: go build it")
 	fs.StringVar(&c.out, "out", "loadtest/out", "directory for the plots and results.json")
 	fs.StringVar(&c.limits, "limits", "burst:60:1s,window:250:5s", "the exactness plan's limits, name:max:window,...")
+	fs.StringVar(&c.spatial, "spatial", "memory", "where the throughput servers run their spatial queries: memory (the bundled data) or postgis (-database-url)")
+	fs.StringVar(&c.databaseURL, "database-url", getenv("DATABASE_URL"), "with -spatial postgis: PostGIS on loopback after tileapi migrate && tileapi load ($DATABASE_URL)")
+	fs.StringVar(&c.tileserv, "pg-tileserv", "", "with -spatial postgis: a pg_tileserv binary to measure on tile misses beside tileapi, on the same database and tiles")
 	fs.StringVar(&c.quotaTimeout, "quota-timeout", "", "TILEAPI_QUOTA_TIMEOUT of the servers started (they fail closed); empty: their default, 50ms")
 	fs.IntVar(&c.instances, "instances", 3, "servers to start for the exactness scenario")
 	fs.IntVar(&c.keys, "keys", 4, "keys to create for the exactness scenario")
@@ -92,6 +102,17 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 		return c, errors.New("-instances 1-16, -keys 1-100, -clients and -throughput-clients 1-256, -max-requests 1-10,000,000")
 	case c.targets != "" && c.secrets == "":
 		return c, errors.New("-targets needs -key-secrets")
+	case c.spatial != "memory" && c.spatial != "postgis":
+		return c, fmt.Errorf("-spatial %q: want memory or postgis", c.spatial)
+	case c.spatial == "postgis" && (c.scenario != "throughput" || c.databaseURL == ""):
+		return c, errors.New("-spatial postgis runs the throughput scenario only (-scenario throughput), and needs -database-url")
+	case c.tileserv != "" && c.spatial != "postgis":
+		return c, errors.New("-pg-tileserv needs -spatial postgis")
+	}
+	if c.spatial == "postgis" {
+		if err := loadtest.CheckLoopback(c.databaseURL); err != nil {
+			return c, fmt.Errorf("-database-url: %w", err)
+		}
 	}
 	return c, loadtest.CheckLoopback(c.redisURL)
 }
@@ -120,8 +141,13 @@ func parseLimits(s string) ([]loadtest.Limit, error) {
 // report is what -json prints and results.json holds.
 type report struct {
 	Command    string                     `json:"command"`
+	Spatial    string                     `json:"spatial"`
 	Exactness  *loadtest.ExactnessReport  `json:"exactness,omitempty"`
 	Throughput *loadtest.ThroughputReport `json:"throughput,omitempty"`
+	// With -pg-tileserv: its --version, and the check that it draws the
+	// same places as tileapi in the tiles measured.
+	Tileserv  string              `json:"pg_tileserv,omitempty"`
+	TileCheck *loadtest.TileCheck `json:"tile_check,omitempty"`
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -159,14 +185,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer logs.Close()
 
-	rep := report{Command: "loadtest " + strings.Join(args, " ")}
+	rep := report{Command: "loadtest " + strings.Join(args, " "), Spatial: c.spatial}
 	if c.scenario != "throughput" {
 		if rep.Exactness, err = exactness(ctx, c, limits, rdb, tmp, logs, stderr); err != nil {
 			return err
 		}
 	}
 	if c.scenario != "exactness" {
-		if rep.Throughput, err = throughput(ctx, c, tmp, logs, stderr); err != nil {
+		if err := throughput(ctx, c, tmp, logs, stderr, &rep); err != nil {
 			return err
 		}
 	}
@@ -193,6 +219,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			if err := loadtest.WriteThroughputTable(stdout, rep.Throughput); err != nil {
 				return err
 			}
+		}
+		if rep.TileCheck != nil {
+			writeTileCheck(stdout, rep.Tileserv, rep.TileCheck)
 		}
 	}
 	fmt.Fprintf(stderr, "plots, results.json and the servers' log are in %s\n", c.out)
@@ -237,33 +266,121 @@ func exactness(ctx context.Context, c config, limits []loadtest.Limit, rdb redis
 }
 
 // throughput measures a server with its quota in process against one with
-// its quota (and tile cache) in Redis, both on a plan that never denies.
+// its quota (and tile cache) in Redis, both on a plan that never denies,
+// and with -pg-tileserv, pg_tileserv on tile misses. It fills rep and
+// writes the plots and throughput.md (the README's table) to c.out.
 // The plan has one limit of one second: the in-process store sums its whole
 // window on every call, so a long window would slow the baseline as the
 // run fills it, and flatter Redis.
-func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Writer) (*loadtest.ThroughputReport, error) {
+func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Writer, rep *report) error {
 	plan := loadtest.Plan{Name: "unlimited", MaxRadius: 10_000, Limits: []loadtest.Limit{
 		{Name: "second", Max: 1 << 40, Window: time.Second}, // the largest max a limit may have
 	}}
+	seed := uint64(time.Now().UnixNano())
+	var databaseURL string
+	var tiles []maptile.Tile
+	var pool *pgxpool.Pool
+	if c.spatial == "postgis" {
+		var err error
+		if pool, err = pgxpool.New(ctx, c.databaseURL); err != nil {
+			return fmt.Errorf("-database-url: %w", err)
+		}
+		defer pool.Close()
+		// A new data version: the servers started next key their tile
+		// caches anew, so no tile an earlier run left in Redis is a hit.
+		if err := load.Renew(ctx, pool); err != nil {
+			return err
+		}
+		if tiles, err = loadtest.PlacesTiles(ctx, pool, postgisZoom, seed); err != nil {
+			return err
+		}
+		databaseURL = c.databaseURL
+	}
 	var setups []loadtest.Setup
 	for _, s := range []struct{ name, redisURL string }{{"in process", ""}, {"redis", c.redisURL}} {
 		dir := filepath.Join(tmp, s.name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
+			return err
 		}
-		f, err := loadtest.StartFleet(ctx, loadtest.FleetConfig{Bin: c.bin, Dir: dir, RedisURL: s.redisURL, Instances: 1, Keys: 1, Plan: plan, Logs: logs, QuotaTimeout: c.quotaTimeout})
+		f, err := loadtest.StartFleet(ctx, loadtest.FleetConfig{Bin: c.bin, Dir: dir, RedisURL: s.redisURL, DatabaseURL: databaseURL,
+			Instances: 1, Keys: 1, Plan: plan, Logs: logs, QuotaTimeout: c.quotaTimeout})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		defer f.Stop()
 		setups = append(setups, loadtest.Setup{Name: s.name, URL: f.URLs()[0], Secret: f.Keys[0].Secret})
 	}
-	rep, err := loadtest.Throughput(ctx, loadtest.ThroughputConfig{
+	if c.tileserv != "" {
+		path, err := loadtest.PrepareTileserv(ctx, pool)
+		if err != nil {
+			return err
+		}
+		in, err := loadtest.StartTileserv(ctx, c.tileserv, c.databaseURL, tileservConns, logs)
+		if err != nil {
+			return err
+		}
+		defer in.Stop()
+		ts := loadtest.Setup{Name: "pg_tileserv", URL: in.URL, TilePath: path}
+		rep.Tileserv = loadtest.TileservVersion(ctx, c.tileserv)
+		// The hit tiles, which the run fetches from tileapi anyway.
+		if rep.TileCheck, err = loadtest.CompareTiles(ctx, setups[0], ts, tiles[:loadtest.HitTiles]); err != nil {
+			return err
+		}
+		if len(rep.TileCheck.Differ) > 0 {
+			writeTileCheck(stderr, rep.Tileserv, rep.TileCheck)
+			return errors.New("loadtest: pg_tileserv and tileapi draw different tiles: the comparison would be void")
+		}
+		setups = append(setups, ts)
+	}
+	var err error
+	rep.Throughput, err = loadtest.Throughput(ctx, loadtest.ThroughputConfig{
 		Setups: setups, Clients: c.throughputClients, Phase: c.phase, MaxRequests: c.maxRequests,
-		Seed: uint64(time.Now().UnixNano()), Progress: stderr,
+		Tiles: tiles, Seed: seed, Progress: stderr,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return rep, loadtest.PlotLatency(filepath.Join(c.out, "latency.png"), rep)
+	if err := loadtest.PlotLatency(filepath.Join(c.out, "latency.png"), rep.Throughput); err != nil {
+		return err
+	}
+	if err := loadtest.PlotRPS(filepath.Join(c.out, "rps.png"), rep.Throughput); err != nil {
+		return err
+	}
+	md, err := os.Create(filepath.Join(c.out, "throughput.md"))
+	if err != nil {
+		return err
+	}
+	defer md.Close()
+	where := "the bundled data in memory"
+	if c.spatial == "postgis" {
+		where = "spatial queries on PostGIS"
+	}
+	fmt.Fprintf(md, "`go run ./loadtest/cmd/%s`: %d clients, %v a route and setup, %s", rep.Command, c.throughputClients, c.phase, where)
+	if rep.Tileserv != "" {
+		fmt.Fprintf(md, ", pg_tileserv (`%s --version`: %q) on the same database and z%d tiles", filepath.Base(c.tileserv), rep.Tileserv, postgisZoom)
+	}
+	fmt.Fprint(md, ":\n\n")
+	if err := loadtest.WriteThroughputMarkdown(md, rep.Throughput); err != nil {
+		return err
+	}
+	if rep.TileCheck != nil {
+		fmt.Fprintf(md, "\nBefore the run, %d of those tiles drew the same %d places on tileapi and pg_tileserv, at %.0f and %.0f bytes a tile.\n",
+			rep.TileCheck.Tiles, rep.TileCheck.Features, rep.TileCheck.Bytes[0], rep.TileCheck.Bytes[1])
+	}
+	return md.Close()
+}
+
+// postgisZoom is the zoom of the places tiles a run on PostGIS draws: the
+// z10 tiles that hold a place (34,384 of the bundled data).
+const postgisZoom = 10
+
+// tileservConns is pg_tileserv's pool, the size of tileapi's by default.
+const tileservConns = 10
+
+func writeTileCheck(w io.Writer, version string, c *loadtest.TileCheck) {
+	fmt.Fprintf(w, "tiles checked: %d (%d places); bytes a tile: %s %.0f, %s %.0f; %d differ (pg_tileserv: %q)\n",
+		c.Tiles, c.Features, c.Setups[0], c.Bytes[0], c.Setups[1], c.Bytes[1], len(c.Differ), version)
+	for _, d := range c.Differ {
+		fmt.Fprintln(w, "  "+d)
+	}
 }

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+)
+
+// parse must refuse what the PostGIS scenario cannot run, before anything
+// starts.
+func TestParseSpatial(t *testing.T) {
+	const db = "postgres://postgres@127.0.0.1:5432/tileapi_calib?sslmode=disable"
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		err  string // "" for a config
+	}{
+		{"memory by default", []string{"-scenario", "throughput"}, nil, ""},
+		{"postgis", []string{"-scenario", "throughput", "-spatial", "postgis", "-database-url", db}, nil, ""},
+		{"postgis from $DATABASE_URL, with pg_tileserv", []string{"-scenario", "throughput", "-spatial", "postgis", "-pg-tileserv", "/usr/local/bin/pg_tileserv"},
+			map[string]string{"DATABASE_URL": db}, ""},
+		{"an unknown backend", []string{"-scenario", "throughput", "-spatial", "sqlite"}, nil, `-spatial "sqlite"`},
+		{"postgis without a database", []string{"-scenario", "throughput", "-spatial", "postgis"}, nil, "needs -database-url"},
+		{"postgis with the exactness scenario", []string{"-spatial", "postgis", "-database-url", db}, nil, "-scenario throughput"},
+		{"a database elsewhere", []string{"-scenario", "throughput", "-spatial", "postgis", "-database-url", "postgres://db.example.com/x"}, nil, "loopback"},
+		{"pg_tileserv on the bundled data", []string{"-scenario", "throughput", "-pg-tileserv", "pg_tileserv"}, nil, "-pg-tileserv needs -spatial postgis"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parse(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatalf("error %v, want none", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("error %v, want one saying %q", err, tc.err)
+			case tc.err == "" && c.spatial == "postgis" && c.databaseURL != db:
+				t.Fatalf("database %q, want %q", c.databaseURL, db)
+			}
+		})
+	}
+}

@@ -1,0 +1,226 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/paulmach/orb/encoding/mvt"
+	"github.com/paulmach/orb/geojson"
+	"github.com/paulmach/orb/maptile"
+)
+
+// placesTilesSQL lists the tiles of zoom $1 that hold a place, from the Web
+// Mercator copies of the points (places beyond Mercator's latitude limit
+// have an empty one). The world is 2 × 20037508.342789244 m wide.
+const placesTilesSQL = `
+WITH g AS (SELECT 20037508.342789244 AS half, power(2, $1::int) AS n)
+SELECT DISTINCT
+    least(floor((ST_X(p.geom_3857) + g.half) / (2 * g.half) * g.n), g.n - 1)::bigint AS x,
+    least(floor((g.half - ST_Y(p.geom_3857)) / (2 * g.half) * g.n), g.n - 1)::bigint AS y
+FROM places p, g
+WHERE NOT ST_IsEmpty(p.geom_3857)
+ORDER BY x, y`
+
+// PlacesTiles returns every tile of zoom z that holds a place in the
+// database, shuffled by seed: the tiles a run against PostGIS draws from,
+// every one of them real work.
+func PlacesTiles(ctx context.Context, pool *pgxpool.Pool, z maptile.Zoom, seed uint64) ([]maptile.Tile, error) {
+	rows, err := pool.Query(ctx, placesTilesSQL, int(z))
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: places tiles: %w", err)
+	}
+	tiles, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (maptile.Tile, error) {
+		var x, y int64
+		err := row.Scan(&x, &y)
+		return maptile.New(uint32(x), uint32(y), z), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: places tiles: %w", err)
+	}
+	r := rand.New(rand.NewPCG(seed, 0))
+	r.Shuffle(len(tiles), func(i, j int) { tiles[i], tiles[j] = tiles[j], tiles[i] })
+	return tiles, nil
+}
+
+// tileservViewSQL shows the places to pg_tileserv as a layer of their own.
+// The table has two geometry columns and pg_tileserv would serve either
+// under the same name; tileapi draws geom_3857, through its GiST index, and
+// so does pg_tileserv through this view. A view has no primary key, so
+// pg_tileserv sends the id as a property where tileapi makes it the
+// feature id.
+const tileservViewSQL = `
+CREATE OR REPLACE VIEW loadtest_places AS
+SELECT id, name, country, admin_code, feature_code, population, geom_3857 AS geom FROM places`
+
+// tileservLayerSQL names the view as pg_tileserv does: schema.view.
+const tileservLayerSQL = `SELECT current_schema() || '.loadtest_places'`
+
+// PrepareTileserv creates (or replaces) the view loadtest_places over
+// places, in the first schema of the search path, and returns the path
+// pg_tileserv serves its tiles at, with tileapi's properties, for
+// Setup.TilePath. Call it before pg_tileserv starts: it reads its layers
+// then.
+func PrepareTileserv(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	if _, err := pool.Exec(ctx, tileservViewSQL); err != nil {
+		return "", fmt.Errorf("loadtest: pg_tileserv view: %w", err)
+	}
+	var layer string
+	if err := pool.QueryRow(ctx, tileservLayerSQL).Scan(&layer); err != nil {
+		return "", fmt.Errorf("loadtest: pg_tileserv layer: %w", err)
+	}
+	return "/" + layer + "/{z}/{x}/{y}.pbf?properties=id,name,country,admin_code,feature_code,population", nil
+}
+
+// StartTileserv runs the pg_tileserv binary bin on a free loopback port
+// against databaseURL with a pool of conns connections, and waits until its
+// /health answers. Its output goes to logs. Stop it with Stop.
+func StartTileserv(ctx context.Context, bin, databaseURL string, conns int, logs io.Writer) (*Instance, error) {
+	if err := CheckLoopback(databaseURL); err != nil {
+		return nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	host, port, _ := strings.Cut(addr, ":")
+	cmd := exec.Command(bin)
+	cmd.Env = []string{"DATABASE_URL=" + databaseURL, "TS_HTTPHOST=" + host, "TS_HTTPPORT=" + port,
+		"TS_DBPOOLMAXCONNS=" + strconv.Itoa(conns), "TS_SHOWPREVIEW=false"}
+	return startProcess(ctx, cmd, "http://"+addr, "/health", logs)
+}
+
+// TileservVersion returns what bin --version prints: a release build
+// names its version, a build from source only its name.
+func TileservVersion(ctx context.Context, bin string) string {
+	out, err := exec.CommandContext(ctx, bin, "--version").Output()
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TileCheck is what CompareTiles found.
+type TileCheck struct {
+	Setups   [2]string `json:"setups"`
+	Tiles    int       `json:"tiles"`
+	Features int       `json:"features"`         // in the first setup's tiles
+	Differ   []string  `json:"differ,omitempty"` // the tiles whose features differ, and how
+	// Bytes is the mean size of a tile on each setup, uncompressed.
+	Bytes [2]float64 `json:"bytes"`
+}
+
+// CompareTiles fetches tiles from a and b and checks that each draws the
+// same places: the same id, name and population at the same point of the
+// tile, whatever the order of the features and however the id is encoded.
+func CompareTiles(ctx context.Context, a, b Setup, tiles []maptile.Tile) (*TileCheck, error) {
+	hc := newHTTPClient(1)
+	check := &TileCheck{Setups: [2]string{a.Name, b.Name}, Tiles: len(tiles)}
+	for _, t := range tiles {
+		var got [2][]string
+		for i, s := range []Setup{a, b} {
+			body, err := get(ctx, hc, s, s.tilePath(t))
+			if err != nil {
+				return nil, err
+			}
+			check.Bytes[i] += float64(len(body)) / float64(len(tiles))
+			if got[i], err = places(body); err != nil {
+				return nil, fmt.Errorf("loadtest: %s %s: %w", s.Name, s.tilePath(t), err)
+			}
+		}
+		check.Features += len(got[0])
+		if !slices.Equal(got[0], got[1]) {
+			check.Differ = append(check.Differ, fmt.Sprintf("%d/%d/%d: %s has %d features, %s %d; first difference: %q",
+				t.Z, t.X, t.Y, a.Name, len(got[0]), b.Name, len(got[1]), firstDifference(got[0], got[1])))
+		}
+	}
+	return check, nil
+}
+
+// get returns the body of a 200 answer to path on s.
+func get(ctx context.Context, hc *http.Client, s Setup, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if s.Secret != "" {
+		req.Header.Set("X-API-Key", s.Secret)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: %s: %w", s.Name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: %s %s: %w", s.Name, path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("loadtest: %s %s: %s: %.200s", s.Name, path, resp.Status, body)
+	}
+	return body, nil
+}
+
+// places decodes an MVT of one layer of points into sorted lines of
+// "id name population point"; an empty body is a tile with no features.
+func places(tile []byte) ([]string, error) {
+	layers, err := mvt.Unmarshal(tile)
+	if err != nil {
+		return nil, err
+	}
+	if len(layers) > 1 {
+		return nil, fmt.Errorf("%d layers, want one", len(layers))
+	}
+	var out []string
+	for _, l := range layers {
+		for _, f := range l.Features {
+			out = append(out, fmt.Sprintf("%s %v %s %v", number(featureID(f)), f.Properties["name"], number(f.Properties["population"]), f.Geometry))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// featureID is f's id, or else its id property.
+func featureID(f *geojson.Feature) any {
+	if f.ID != nil {
+		return f.ID
+	}
+	return f.Properties["id"]
+}
+
+// number formats an MVT number whatever type it was decoded as.
+func number(v any) string {
+	switch n := v.(type) {
+	case float64:
+		return strconv.FormatFloat(n, 'f', -1, 64)
+	case int64:
+		return strconv.FormatInt(n, 10)
+	case uint64:
+		return strconv.FormatUint(n, 10)
+	}
+	return fmt.Sprint(v)
+}
+
+func firstDifference(a, b []string) string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return a[i] + " / " + b[i]
+		}
+	}
+	if len(a) > len(b) {
+		return a[len(b)] + " / none"
+	}
+	if len(b) > len(a) {
+		return "none / " + b[len(a)]
+	}
+	return ""
+}
