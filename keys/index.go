@@ -68,10 +68,10 @@ func NewIndex(store source, every time.Duration) *Index {
 // with ErrRevoked if it has been revoked, ErrUnknown for a secret the store
 // did not have when last asked, or ErrNotIndexed if the index cannot tell.
 func (x *Index) Find(secret string) (Key, error) {
-	h := string(Hash(secret))
+	h := Hash(secret)
 	x.mu.RLock()
-	k, found := x.byHash[h]
-	until, unknown := x.unknown[h]
+	k, found := x.byHash[string(h)] // m[string(b)] converts without allocating
+	until, unknown := x.unknown[string(h)]
 	x.mu.RUnlock()
 	switch {
 	case found && k.Revoked():
