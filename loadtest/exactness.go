@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tileapi/tileapi/httpapi"
+	"github.com/tileapi/tileapi/internal/quotalog"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/quota"
 )
@@ -120,7 +121,6 @@ func Exactness(ctx context.Context, c ExactnessConfig) (*ExactnessReport, error)
 	if c.Prefix == "" {
 		c.Prefix = quota.DefaultPrefix
 	}
-	quotaKeys := quota.NewRedis(c.Redis, quota.WithPrefix(c.Prefix))
 	hc := newHTTPClient(len(c.Keys) * c.ClientsPerKey)
 	ks, err := resolveKeys(ctx, hc, c.Targets, c.Keys, c.AdminToken)
 	if err != nil {
@@ -130,12 +130,10 @@ func Exactness(ctx context.Context, c ExactnessConfig) (*ExactnessReport, error)
 	if err != nil {
 		return nil, err
 	}
-	identities := make([]string, len(ks))
 	redisKeys := make([]string, len(ks))
 	longest := time.Duration(0)
 	for i, k := range ks {
-		identities[i] = httpapi.KeyIdentity(k.ID)
-		redisKeys[i] = quotaKeys.LogKey(identities[i])
+		redisKeys[i] = quotalog.LogKey(c.Prefix, httpapi.KeyIdentity(k.ID))
 		for _, l := range limits[i] {
 			longest = max(longest, l.Window)
 		}
@@ -147,7 +145,7 @@ func Exactness(ctx context.Context, c ExactnessConfig) (*ExactnessReport, error)
 	// Read the logs while the load runs: an entry stays in the log at least
 	// one longest window after its admission, so reading every quarter of
 	// it misses none.
-	logs := newLogReader(quotaKeys, identities)
+	logs := newLogReader(c.Redis, redisKeys)
 	stopReading := logs.every(min(longest/4, 500*time.Millisecond))
 
 	rep := &ExactnessReport{Targets: len(c.Targets), ClientsPerKey: c.ClientsPerKey, Duration: c.Duration, Start: time.Now().UnixMicro()}
@@ -364,19 +362,19 @@ func waitAbsent(ctx context.Context, rdb redis.UniversalClient, keys []string, t
 	}
 }
 
-// logReader accumulates the records of the quota logs of some identities,
-// read repeatedly: the latest read of each record (by its index and admit
-// time, as a log that expired starts its indexes again) wins, so a refunded
-// one, read again at cost 0, stops counting.
+// logReader accumulates the records of some quota logs (by their Redis
+// keys), read repeatedly: the latest read of each record (by its index and
+// admit time, as a log that expired starts its indexes again) wins, so a
+// refunded one, read again at cost 0, stops counting.
 type logReader struct {
-	store      *quota.Redis
-	identities []string
-	mu         sync.Mutex
-	seen       []map[[2]int64]Admission // per identity, by record index and admit time
+	rdb  redis.UniversalClient
+	keys []string
+	mu   sync.Mutex
+	seen []map[[2]int64]Admission // per key, by record index and admit time
 }
 
-func newLogReader(store *quota.Redis, identities []string) *logReader {
-	lr := &logReader{store: store, identities: identities, seen: make([]map[[2]int64]Admission, len(identities))}
+func newLogReader(rdb redis.UniversalClient, keys []string) *logReader {
+	lr := &logReader{rdb: rdb, keys: keys, seen: make([]map[[2]int64]Admission, len(keys))}
 	for i := range lr.seen {
 		lr.seen[i] = map[[2]int64]Admission{}
 	}
@@ -385,10 +383,10 @@ func newLogReader(store *quota.Redis, identities []string) *logReader {
 
 // read reads every log once.
 func (lr *logReader) read(ctx context.Context) error {
-	for i, id := range lr.identities {
-		entries, err := lr.store.ReadLog(ctx, id)
+	for i, key := range lr.keys {
+		entries, err := quotalog.Read(ctx, lr.rdb, key)
 		if err != nil {
-			return fmt.Errorf("loadtest: read the log of %s: %w", id, err)
+			return fmt.Errorf("loadtest: %w", err)
 		}
 		lr.mu.Lock()
 		for _, e := range entries {

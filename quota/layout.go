@@ -2,55 +2,24 @@ package quota
 
 import (
 	_ "embed"
-	"encoding/binary"
 	"fmt"
-	"math"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tileapi/tileapi/internal/quotalog"
 )
 
-// The layout of an identity's log in Redis, defined once here: Go reads it
-// with these names (ReadLog), and both scripts are written with them
-// (luaScript), so neither writes a position as a bare number.
-//
-// The log is one string: fixed-width records, one per admitted charge in
-// admit order (which is time order), then a header of doubles. A script
-// reads the last chunk bytes (the header, the newest records, all of a
-// small log) with one GETRANGE; new records are written at the tail
-// together with the header, in one SETRANGE; records leave from the head as
-// their windows slide past them, and once as many have left as remain, the
-// string is rewritten without them (amortised O(1)).
-//
-// A record is the admit time minus the header's base, then the cost, both
-// big-endian unsigned integers of as few bytes as the plan needs (see
-// recordWidths): most plans take 5 or 6 bytes a record. A refunded record
-// keeps its place with cost 0, so receipts can name records by index.
-
-// The header's fields, numbered from 1 as in a Lua table unpacked from it.
+// The layout of an identity's log in Redis is defined once, in
+// internal/quotalog, which audits also read it with; the scripts are
+// written with its names (luaScript), so neither writes a position as a
+// bare number. These are its names as this package spells them.
 const (
-	hLast   = 1 + iota // the latest time seen (microseconds); time never runs back from it
-	hBase              // the time record offsets count from
-	hFirst             // the index, counted since the log began, of the string's first record
-	hTail              // the number of records in the string
-	hLive              // records before this one have left every window: they await the rewrite
-	hTB                // the bytes of a record's time offset
-	hCB                // the bytes of a record's cost
-	hShared = hCB      // the number of fields shared by all windows
-)
+	hLast, hBase, hFirst, hTail, hLive = quotalog.Last, quotalog.Base, quotalog.First, quotalog.Tail, quotalog.Live
+	hTB, hCB, hShared, hPer            = quotalog.TB, quotalog.CB, quotalog.Shared, quotalog.Per
 
-// Each window of the plan has hPer fields after the shared ones: window i
-// (from 1) holds field f at hShared + hPer*(i-1) + f. After the windows comes
-// one more double, the number of windows, so a header can be read from the
-// end of the string without knowing its plan.
-const (
-	wWindow     = 1 + iota // the window, microseconds
-	wSum                   // the cost of the records inside it
-	wHead                  // the string index of its oldest record of nonzero cost; hTail if none
-	wOldest                // that record's admit time; -1 if the window is empty
-	wOldestCost            // that record's cost, so that its leaving reads no record
-	hPer        = wOldestCost
+	wWindow, wSum, wHead, wOldest, wOldestCost = quotalog.Window, quotalog.Sum, quotalog.Head, quotalog.Oldest, quotalog.OldestCost
 )
 
 // The charge script's arguments (packed doubles), then per limit its window
@@ -167,58 +136,13 @@ func headerFormat(n int) string {
 }
 
 // headerFields is the number of doubles in the header of n windows.
-func headerFields(n int) int { return hShared + hPer*n + 1 }
+func headerFields(n int) int { return quotalog.HeaderFields(n) }
 
-// LogEntry is one admitted charge in a Redis store's log, for audits.
-type LogEntry struct {
-	// Index counts the identity's admitted charges since its log began.
-	Index int64
-	// At is the admit time, microseconds since the Unix epoch.
-	At int64
-	// Cost is the units it holds; 0 once refunded.
-	Cost int64
-}
-
-// header is a log header as the scripts write it, packed doubles.
+// header is a log header as the scripts write it (quotalog.Header).
 type header string
 
 // field returns field f (an h* constant).
-func (h header) field(f int) int64 {
-	return int64(math.Float64frombits(binary.BigEndian.Uint64([]byte(h[8*(f-1) : 8*f]))))
-}
+func (h header) field(f int) int64 { return quotalog.Header(h).Field(f) }
 
 // window returns field f (a w* constant) of window i, from 0.
-func (h header) window(i, f int) int64 { return h.field(hShared + hPer*i + f) }
-
-// parseLog reads a whole log string: every record it still holds, including
-// those that have left every window but await the rewrite.
-func parseLog(s string) ([]LogEntry, error) {
-	if len(s) < 8 {
-		return nil, fmt.Errorf("quota: log of %d bytes has no header", len(s))
-	}
-	n := int(header(s[len(s)-8:]).field(1))
-	size := 8 * headerFields(n)
-	if n < 1 || size > len(s) {
-		return nil, fmt.Errorf("quota: log of %d bytes has no header of %d windows", len(s), n)
-	}
-	h := header(s[len(s)-size:])
-	tb, cb, base, first := int(h.field(hTB)), int(h.field(hCB)), h.field(hBase), h.field(hFirst)
-	width, tail := tb+cb, int(h.field(hTail))
-	if tb < 1 || cb < 1 || tail*width != len(s)-size {
-		return nil, fmt.Errorf("quota: log of %d bytes: %d records of %d+%d bytes do not fit", len(s), tail, tb, cb)
-	}
-	out := make([]LogEntry, tail)
-	for i := range out {
-		r := s[i*width : (i+1)*width]
-		out[i] = LogEntry{Index: first + int64(i), At: base + int64(getUint(r[:tb])), Cost: int64(getUint(r[tb:]))}
-	}
-	return out, nil
-}
-
-func getUint(s string) uint64 {
-	var v uint64
-	for i := 0; i < len(s); i++ {
-		v = v<<8 | uint64(s[i])
-	}
-	return v
-}
+func (h header) window(i, f int) int64 { return quotalog.Header(h).Window(i, f) }

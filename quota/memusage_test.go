@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/internal/quotalog"
 )
 
 var memusageMax = flag.Int("memusage.max", 100_000, "the most entries TestMemoryPerEntry puts in a window")
@@ -50,7 +52,7 @@ func TestMemoryPerEntry(t *testing.T) {
 			t.Fatal(err)
 		}
 		oldLog, oldState := prefix+"old:l2", prefix+"old:s2"
-		t.Cleanup(func() { c.Del(context.Background(), s.LogKey("m"), oldLog, oldState) })
+		t.Cleanup(func() { c.Del(context.Background(), s.key("m"), oldLog, oldState) })
 		// Pipelined, or a million round trips would make the test slow.
 		for done := 0; done < tc.entries; {
 			pipe := c.Pipeline()
@@ -69,14 +71,14 @@ func TestMemoryPerEntry(t *testing.T) {
 			}
 		}
 		c.Set(ctx, oldState, make([]byte, 56), 0)
-		entries, err := s.ReadLog(ctx, "m")
+		entries, err := quotalog.Read(ctx, c, s.key("m"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(entries) != tc.entries {
 			t.Fatalf("log holds %d entries, want %d", len(entries), tc.entries)
 		}
-		size := c.MemoryUsage(ctx, s.LogKey("m"), 0).Val()
+		size := c.MemoryUsage(ctx, s.key("m"), 0).Val()
 		old := c.MemoryUsage(ctx, oldLog, 0).Val() + c.MemoryUsage(ctx, oldState, 0).Val()
 		perEntry := float64(size) / float64(tc.entries)
 		t.Logf("%9d %14d %9.1f %14d %9.1f", tc.entries, size, perEntry, old, float64(old)/float64(tc.entries))

@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/internal/quotalog"
 )
 
 var (
@@ -30,7 +31,6 @@ var (
 type rediser interface {
 	redis.Scripter
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
-	Get(ctx context.Context, key string) *redis.StringCmd
 }
 
 var (
@@ -310,39 +310,11 @@ func (r *Redis) Reset(ctx context.Context, identity string) error {
 	return nil
 }
 
-// LogKey returns the key of identity's log, the one key the store keeps for
-// it, for audits such as the load tool's exactness check.
-func (r *Redis) LogKey(identity string) string { return r.key(identity) }
+// key returns the key of identity's log.
+func (r *Redis) key(identity string) string { return quotalog.LogKey(r.prefix, identity) }
 
-// ReadLog returns the records of identity's log, for audits such as the load
-// tool's exactness check: every charge still in some window (refunded ones
-// at cost 0), and perhaps some that have left all of them but await the
-// log's next rewrite. An identity with no log has none.
-func (r *Redis) ReadLog(ctx context.Context, identity string) ([]LogEntry, error) {
-	s, err := r.client.Get(ctx, r.key(identity)).Result()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("quota: read log: %w", err)
-	}
-	return parseLog(s)
-}
-
-// key returns the key of identity's log. It carries the escaped identity as
-// its hash tag, so keys added beside it share its Redis Cluster slot. The
-// "3" is the layout's version: keys of an older layout are never read, and
-// expire on their own.
-func (r *Redis) key(identity string) string {
-	return r.prefix + "{" + escapeIdentity(identity) + "}:l3"
-}
-
-// countersKey is identity's calendar counters: a hash of a field a period
-// limit, each the start of its period and the units used in it. It shares
-// the log's hash tag.
-func (r *Redis) countersKey(identity string) string {
-	return r.prefix + "{" + escapeIdentity(identity) + "}:c3"
-}
+// countersKey returns the key of identity's calendar counters.
+func (r *Redis) countersKey(identity string) string { return quotalog.CountersKey(r.prefix, identity) }
 
 // nowMicros is the injected clock's time, or -1 for the script to read
 // Redis TIME.

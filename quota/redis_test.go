@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tileapi/tileapi/internal/quotalog"
 	"github.com/tileapi/tileapi/internal/testenv"
 )
 
@@ -223,7 +223,7 @@ func TestKeysExpire(t *testing.T) {
 	s := NewRedis(c, WithPrefix(testPrefix(t)))
 	const short, long = 300 * time.Millisecond, time.Second
 	p := mustPlan(t, "ttl", Limit{Name: "short", Max: 2, Window: short}, Limit{Name: "long", Max: 5, Window: long})
-	key := s.LogKey("e")
+	key := s.key("e")
 	checkTTL := func(when string) {
 		t.Helper()
 		if ttl := c.PTTL(ctx, key).Val(); ttl <= 0 || ttl > long {
@@ -262,9 +262,9 @@ func TestClusterHashTag(t *testing.T) {
 	s := NewRedis(c, WithPrefix("tileapi:q:"))
 	slots := map[int64]bool{}
 	for _, id := range []string{"plain", "{x}", "a}b{c", "}", "{", "with space", "\x00\xff", "k:{user1}", "ab", "ba", "abc"} {
-		key := s.LogKey(id)
+		key := s.key(id)
 		slot := c.ClusterKeySlot(ctx, key).Val()
-		if tagged := c.ClusterKeySlot(ctx, "other{"+escapeIdentity(id)+"}").Val(); tagged != slot {
+		if tagged := c.ClusterKeySlot(ctx, "other{"+quotalog.EscapeIdentity(id)+"}").Val(); tagged != slot {
 			t.Errorf("%q: key %q is in slot %d, not its tag's slot %d", id, key, slot, tagged)
 		}
 		slots[slot] = true
@@ -274,25 +274,9 @@ func TestClusterHashTag(t *testing.T) {
 	}
 }
 
-func TestEscapeIdentityIsOneToOne(t *testing.T) {
-	seen := map[string]string{}
-	for _, id := range []string{"a", "a ", "a%20", "a%2520", "{a}", "%7Ba%7D", "a:b", "a\x00", "a\x01", "ä"} {
-		e := escapeIdentity(id)
-		if prev, dup := seen[e]; dup {
-			t.Errorf("%q and %q both escape to %q", prev, id, e)
-		}
-		for _, r := range e {
-			if r == '{' || r == '}' || r < 0x21 || r > 0x7e {
-				t.Errorf("escape(%q) = %q holds %q", id, e, r)
-			}
-		}
-		seen[e] = id
-	}
-}
-
-// ReadLog reads back every admitted charge with the index its receipt
-// holds, at every record width a plan can ask for; a refund zeroes the
-// record in place, and a log that is no log is an error.
+// The log reads back (quotalog.Read) every admitted charge with the index
+// its receipt holds, at every record width a plan can ask for; a refund
+// zeroes the record in place.
 func TestReadLog(t *testing.T) {
 	ctx := context.Background()
 	c := redisClient(t)
@@ -306,7 +290,7 @@ func TestReadLog(t *testing.T) {
 		p := mustPlan(t, "entries", l)
 		id := "e" + strconv.Itoa(i)
 		clk.Set(time.Duration(i) * time.Millisecond)
-		var want []LogEntry
+		var want []quotalog.Entry
 		for j, cost := range []int64{1, l.Max / 3, l.Max / 2, 1} {
 			if j == 2 {
 				clk.Set(time.Duration(i)*time.Millisecond + 250*time.Microsecond)
@@ -315,13 +299,13 @@ func TestReadLog(t *testing.T) {
 			if !d.Allowed {
 				t.Fatalf("%v: cost %d denied", l, cost)
 			}
-			want = append(want, LogEntry{Index: d.Receipt.index, At: d.Receipt.at, Cost: cost})
+			want = append(want, quotalog.Entry{Index: d.Receipt.index, At: d.Receipt.at, Cost: cost})
 		}
 		if ok, err := s.Refund(ctx, charge(t, s, id, p, 1).Receipt); !ok || err != nil {
 			t.Fatalf("refund: %v %v", ok, err)
 		}
-		want = append(want, LogEntry{Index: int64(len(want)), At: want[2].At, Cost: 0})
-		got, err := s.ReadLog(ctx, id)
+		want = append(want, quotalog.Entry{Index: int64(len(want)), At: want[2].At, Cost: 0})
+		got, err := quotalog.Read(ctx, c, s.key(id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -329,13 +313,8 @@ func TestReadLog(t *testing.T) {
 			t.Errorf("%v: log reads %v, want %v", l, got, want)
 		}
 	}
-	if got, err := s.ReadLog(ctx, "none"); got != nil || err != nil {
-		t.Errorf("ReadLog of no log = %v, %v", got, err)
-	}
-	for _, bad := range []string{"", "1234567", "12345678", strings.Repeat("\x00", 200)} {
-		if _, err := parseLog(bad); err == nil {
-			t.Errorf("parseLog(%q) accepted it", bad)
-		}
+	if got, err := quotalog.Read(ctx, c, s.key("none")); got != nil || err != nil {
+		t.Errorf("the log of an identity with none reads %v, %v", got, err)
 	}
 }
 

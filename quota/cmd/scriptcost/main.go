@@ -33,6 +33,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tileapi/tileapi/internal/quotalog"
 	"github.com/tileapi/tileapi/quota"
 )
 
@@ -46,6 +47,9 @@ func main() {
 // limit is the units a second of every plan: never reached, and large
 // enough that redis_rate records each decision (see the quota benchmark).
 const limit = 1_000_000
+
+// prefix starts the quota keys of the run.
+const prefix = "scriptcost:"
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("scriptcost", flag.ContinueOnError)
@@ -95,7 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	store := quota.NewRedis(rs.client, quota.WithPrefix("scriptcost:"))
+	store := quota.NewRedis(rs.client, quota.WithPrefix(prefix))
 	rate := redis_rate.NewLimiter(rs.client)
 	impls := []struct {
 		name   string
@@ -213,7 +217,7 @@ func breakDown(ctx context.Context, rs *redisUnderCallgrind, store *quota.Redis,
 		call  func(id string) ([]string, []any)
 	}{
 		{"tileapi", tileapiSteps, func(id string) ([]string, []any) {
-			return []string{store.LogKey(id)}, []any{strings.Repeat("\x00", 96), ">dddddddddddd", ">I3I3", "2000"}
+			return []string{quotalog.LogKey(prefix, id)}, []any{strings.Repeat("\x00", 96), ">dddddddddddd", ">I3I3", "2000"}
 		}},
 		{"redis_rate", rateSteps, func(id string) ([]string, []any) {
 			return []string{"rate:scriptcost:" + id}, []any{limit, limit, 1, 1}

@@ -1,13 +1,13 @@
-package quota
+package quotalog
 
 import "strings"
 
-// escapeIdentity maps any identity to a string that can stand between the
+// EscapeIdentity maps any identity to a string that can stand between the
 // braces of a Redis Cluster hash tag: bytes other than letters, digits and
 // "-_.:@" become %XX. The mapping is one to one, so two identities never
 // share keys, and "{", "}", spaces and binary bytes cannot move the tag.
 // An identity with nothing to escape is returned as it is.
-func escapeIdentity(id string) string {
+func EscapeIdentity(id string) string {
 	i := 0
 	for i < len(id) && plain(id[i]) {
 		i++
