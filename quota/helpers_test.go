@@ -81,8 +81,8 @@ func fixtures(t *testing.T) []fixture {
 	mc, rc, cc := newClock(), newClock(), newClock()
 	return []fixture{
 		{"memory", NewMemory(mc.Now), mc},
-		{"redis", NewRedis(redisClient(t), WithPrefix(testPrefix(t)), WithClock(rc.Now)), rc},
-		{"cluster", NewRedis(clusterClient(t), WithPrefix(testPrefix(t)), WithClock(cc.Now)), cc},
+		{"redis", NewRedis(redisClient(t), WithPrefix(testPrefix(t)), withClock(rc.Now)), rc},
+		{"cluster", NewRedis(clusterClient(t), WithPrefix(testPrefix(t)), withClock(cc.Now)), cc},
 	}
 }
 

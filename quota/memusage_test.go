@@ -43,7 +43,7 @@ func TestMemoryPerEntry(t *testing.T) {
 		}
 		prefix := testPrefix(t)
 		var tick int64
-		s := NewRedis(c, WithPrefix(prefix), WithClock(func() time.Time {
+		s := NewRedis(c, WithPrefix(prefix), withClock(func() time.Time {
 			tick++
 			return epoch.Add(time.Duration(tick) * time.Millisecond)
 		}))

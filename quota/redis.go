@@ -58,10 +58,11 @@ type RedisOption func(*Redis)
 // not contain braces: they would change the Redis Cluster hash slot.
 func WithPrefix(prefix string) RedisOption { return func(r *Redis) { r.prefix = prefix } }
 
-// WithClock makes the store take the time from now instead of from the Redis
-// server. It is for tests, which slide windows exactly without sleeping;
-// in production the server's clock keeps every process on one timeline.
-func WithClock(now func() time.Time) RedisOption { return func(r *Redis) { r.now = now } }
+// withClock makes the store take the time from now instead of from the Redis
+// server. It is for this package's tests, which slide windows exactly
+// without sleeping, and so unexported: in production the server's clock
+// keeps every process on one timeline.
+func withClock(now func() time.Time) RedisOption { return func(r *Redis) { r.now = now } }
 
 // NewRedis returns a store that keeps its state in client.
 // It panics if WithPrefix was given braces, a programming error.

@@ -281,7 +281,7 @@ func TestReadLog(t *testing.T) {
 	ctx := context.Background()
 	c := redisClient(t)
 	clk := newClock()
-	s := NewRedis(c, WithPrefix(testPrefix(t)), WithClock(clk.Now))
+	s := NewRedis(c, WithPrefix(testPrefix(t)), withClock(clk.Now))
 	for i, l := range []Limit{
 		{Name: "w", Max: 255, Window: time.Second},
 		{Name: "w", Max: 1 << 20, Window: time.Hour},
