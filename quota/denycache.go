@@ -7,7 +7,23 @@ import (
 	"time"
 )
 
-// Store is what DenyCache wraps: a *Redis or a *Memory.
+// Store is a quota store: *Redis, *Memory, or a *DenyCache in front of
+// either. A denial is not an error but a Decision with Allowed false. The
+// errors are the same for every store, matched with errors.Is and
+// errors.As:
+//
+//   - ErrInvalid: a malformed plan, an empty identity, a cost out of range,
+//     the zero Receipt or a settled cost above the charged one; reported
+//     before any I/O, and nothing changes.
+//   - ErrTooCostly, a *TooCostlyError (Charge): a cost above one of the
+//     plan's maxima, which no wait would admit; reported before any I/O.
+//   - ErrLate (Redis's Charge): the charge reached Redis after its
+//     context's deadline and was not made.
+//   - Anything else is the store's failure (Redis's or its client's),
+//     wrapped with %w. After one, a charge, refund or settlement may or may
+//     not have been made: a refund or settlement by the same receipt can be
+//     retried safely (it reports false if the first attempt was made).
+//     Memory never fails this way.
 type Store interface {
 	Charge(ctx context.Context, identity string, plan Plan, cost int64) (Decision, error)
 	Peek(ctx context.Context, identity string, plan Plan) (Decision, error)
@@ -60,7 +76,8 @@ func NewDenyCache(store Store) *DenyCache {
 }
 
 // Charge answers a charge a remembered denial covers with that denial
-// (its RetryAfter counting down), and asks the store otherwise.
+// (its RetryAfter counting down), and asks the store otherwise, returning
+// its errors (see Store).
 func (c *DenyCache) Charge(ctx context.Context, identity string, plan Plan, cost int64) (Decision, error) {
 	now := c.now()
 	c.mu.Lock()
@@ -86,13 +103,14 @@ func (c *DenyCache) Charge(ctx context.Context, identity string, plan Plan, cost
 	return d, err
 }
 
-// Peek asks the store: a look at usage is never answered from memory.
+// Peek asks the store, and returns its errors: a look at usage is never
+// answered from memory.
 func (c *DenyCache) Peek(ctx context.Context, identity string, plan Plan) (Decision, error) {
 	return c.store.Peek(ctx, identity, plan)
 }
 
 // Refund gives the charge back and forgets the identity's denial: the
-// units it frees may fit now.
+// units it frees may fit now. It returns the store's errors.
 func (c *DenyCache) Refund(ctx context.Context, rc Receipt) (bool, error) {
 	// Before and after: a denial cached while the refund runs would
 	// outlive it.
@@ -101,14 +119,16 @@ func (c *DenyCache) Refund(ctx context.Context, rc Receipt) (bool, error) {
 	return c.store.Refund(ctx, rc)
 }
 
-// Settle lowers the charge and forgets the identity's denial.
+// Settle lowers the charge and forgets the identity's denial. It returns
+// the store's errors.
 func (c *DenyCache) Settle(ctx context.Context, rc Receipt, actual int64) (Receipt, bool, error) {
 	c.forget(rc.identity)
 	defer c.forget(rc.identity)
 	return c.store.Settle(ctx, rc, actual)
 }
 
-// Reset forgets the identity's charges, and its denial.
+// Reset forgets the identity's charges, and its denial. It returns the
+// store's errors.
 func (c *DenyCache) Reset(ctx context.Context, identity string) error {
 	c.forget(identity)
 	defer c.forget(identity)

@@ -55,7 +55,8 @@ func (m *Memory) Allow(ctx context.Context, identity string, plan Plan) (Decisio
 }
 
 // Charge admits cost units for identity if they fit in every limit of plan:
-// see Redis.Charge, whose contract it shares.
+// see Redis.Charge, whose contract it shares. Its only errors are a
+// *TooCostlyError and one matching ErrInvalid.
 func (m *Memory) Charge(_ context.Context, identity string, plan Plan, cost int64) (Decision, error) {
 	if err := checkCharge(identity, plan, cost); err != nil {
 		return Decision{}, err
@@ -64,6 +65,7 @@ func (m *Memory) Charge(_ context.Context, identity string, plan Plan, cost int6
 }
 
 // Peek returns the usage of identity under plan without charging anything.
+// Its only error matches ErrInvalid: a bad identity or plan.
 func (m *Memory) Peek(_ context.Context, identity string, plan Plan) (Decision, error) {
 	if err := checkPeek(identity, plan); err != nil {
 		return Decision{}, err
@@ -229,14 +231,16 @@ func (m *Memory) sweep(now int64) {
 	}
 }
 
-// Refund removes an admitted charge: see Redis.Refund.
+// Refund removes an admitted charge: see Redis.Refund. Its only error
+// matches ErrInvalid: the zero Receipt.
 func (m *Memory) Refund(ctx context.Context, rc Receipt) (bool, error) {
 	_, ok, err := m.Settle(ctx, rc, 0)
 	return ok, err
 }
 
 // Settle lowers an admitted charge to the actual cost: see Redis.Settle.
-// It recounts the running totals of the charges after it.
+// It recounts the running totals of the charges after it. Its only error
+// matches ErrInvalid: the zero Receipt, or actual outside [0, rc.Cost()].
 func (m *Memory) Settle(_ context.Context, rc Receipt, actual int64) (Receipt, bool, error) {
 	if err := checkSettle(rc, actual); err != nil {
 		return Receipt{}, false, err
@@ -273,7 +277,7 @@ func (m *Memory) Settle(_ context.Context, rc Receipt, actual int64) (Receipt, b
 	return rc, true, nil
 }
 
-// Reset forgets every charge of identity.
+// Reset forgets every charge of identity. It never fails.
 func (m *Memory) Reset(_ context.Context, identity string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -66,7 +66,8 @@ type Plan struct {
 	Location *time.Location
 }
 
-// NewPlan returns a validated plan.
+// NewPlan returns a validated plan, and Validate's error (matching
+// ErrInvalid) if it cannot be enforced.
 func NewPlan(name string, limits ...Limit) (Plan, error) {
 	p := Plan{Name: name, Limits: limits}
 	return p, p.Validate()
@@ -76,7 +77,7 @@ func NewPlan(name string, limits ...Limit) (Plan, error) {
 // window (the log that receipts name charges in), names that are unique
 // tokens, maxima in [1, MaxUnits], windows of a whole number of
 // milliseconds, at least one, and periods of a day or a month (without a
-// window).
+// window). Its errors match ErrInvalid.
 func (p Plan) Validate() error {
 	if len(p.Limits) == 0 {
 		return invalid("plan %q has no limits", p.Name)

@@ -85,7 +85,9 @@ func (r *Redis) Allow(ctx context.Context, identity string, plan Plan) (Decision
 // Charge admits cost units for identity if they fit in every limit of plan,
 // and records them in all of them; a denied charge records nothing. A cost
 // above a limit's maximum returns a *TooCostlyError; a bad plan or cost an
-// error matching ErrInvalid. Both are reported before any I/O.
+// error matching ErrInvalid. Both are reported before any I/O. A charge
+// that reaches Redis after ctx's deadline returns ErrLate and is not made;
+// any other error is Redis's, wrapped (see Store).
 func (r *Redis) Charge(ctx context.Context, identity string, plan Plan, cost int64) (Decision, error) {
 	if err := checkCharge(identity, plan, cost); err != nil {
 		return Decision{}, err
@@ -94,6 +96,8 @@ func (r *Redis) Charge(ctx context.Context, identity string, plan Plan, cost int
 }
 
 // Peek returns the usage of identity under plan without charging anything.
+// A bad identity or plan returns an error matching ErrInvalid, before any
+// I/O; any other error is Redis's, wrapped.
 func (r *Redis) Peek(ctx context.Context, identity string, plan Plan) (Decision, error) {
 	if err := checkPeek(identity, plan); err != nil {
 		return Decision{}, err
@@ -260,7 +264,9 @@ func longestMillis(plan Plan) string {
 
 // Refund removes an admitted charge. It reports whether it did: false means
 // the receipt's charge was already refunded, settled away or has expired, so
-// calling it twice is safe.
+// calling it twice is safe. The zero Receipt returns an error matching
+// ErrInvalid; any other error is Redis's, wrapped, after which the refund
+// may or may not have been made (see Store).
 func (r *Redis) Refund(ctx context.Context, rc Receipt) (bool, error) {
 	_, ok, err := r.settle(ctx, rc, 0)
 	return ok, err
@@ -270,7 +276,9 @@ func (r *Redis) Refund(ctx context.Context, rc Receipt) (bool, error) {
 // and its real price known, and returns the receipt of the lowered charge.
 // Raising a charge is refused: admitting more than was checked would break
 // the limit. Settling to 0 is a refund. A receipt whose charge is gone
-// reports false and changes nothing.
+// reports false and changes nothing. The zero Receipt, or actual outside
+// [0, rc.Cost()], returns an error matching ErrInvalid; any other error is
+// Redis's, wrapped (see Store).
 func (r *Redis) Settle(ctx context.Context, rc Receipt, actual int64) (Receipt, bool, error) {
 	return r.settle(ctx, rc, actual)
 }
@@ -303,7 +311,8 @@ func (r *Redis) settle(ctx context.Context, rc Receipt, actual int64) (Receipt, 
 	return rc, true, nil
 }
 
-// Reset forgets every charge of identity, under every plan.
+// Reset forgets every charge of identity, under every plan. Its only errors
+// are Redis's, wrapped.
 func (r *Redis) Reset(ctx context.Context, identity string) error {
 	if err := r.client.Del(ctx, r.key(identity), r.countersKey(identity)).Err(); err != nil {
 		return fmt.Errorf("quota: reset: %w", err)

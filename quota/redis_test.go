@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -178,6 +179,37 @@ func TestLateChargeIsNotMade(t *testing.T) {
 	// With time to spare, a charge is made as ever.
 	if d := charge(t, s, "x", p, 2); d.Limits[0].Used != 5 {
 		t.Errorf("a charge in time: used %d, want 5", d.Limits[0].Used)
+	}
+}
+
+// A charge that Redis runs after the halfway mark of its caller's time,
+// but answers in time, is refused with ErrLate, matched by errors.Is, and
+// not made. Redis hangs past the halfway mark of a 4 s deadline (at 2 s)
+// and resumes at 2.5 s, leaving 1.5 s for the reply.
+func TestLateChargeAnswersErrLate(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.StartRedisServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	s := NewRedis(c, WithPrefix(testPrefix(t)))
+	p := mustPlan(t, "late", PerMinute(10))
+	charge(t, s, "x", p, 3) // also measures Redis's clock
+
+	srv.Hang(t)
+	errc := make(chan error, 1)
+	go func() {
+		late, cancel := context.WithTimeout(ctx, 4*time.Second)
+		defer cancel()
+		_, err := s.Charge(late, "x", p, 2)
+		errc <- err
+	}()
+	time.Sleep(2500 * time.Millisecond)
+	srv.Resume()
+	if err := <-errc; !errors.Is(err, ErrLate) {
+		t.Fatalf("a charge run after the halfway mark: err = %v, want ErrLate", err)
+	}
+	if d := peek(t, s, "x", p); d.Limits[0].Used != 3 {
+		t.Errorf("used %d after ErrLate, want 3: the late charge was made", d.Limits[0].Used)
 	}
 }
 
