@@ -63,7 +63,8 @@ type TileModel struct {
 }
 
 // Validate reports a model that would price anything below one unit or not
-// at all.
+// at all. Every error it returns means that, and says which field is wrong;
+// there is no kind to tell apart.
 func (m Model) Validate() error {
 	switch {
 	case !(m.RadiusUnit > 0) || math.IsInf(m.RadiusUnit, 0):

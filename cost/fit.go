@@ -15,7 +15,8 @@ type Sample struct {
 // closest to its price up front, in least squares, with neither rate
 // negative: the exchange rate between measured work and units that the
 // price list implies. Settling with it then charges a request what its
-// work cost, at the rate of the prices, never more than its price.
+// work cost, at the rate of the prices, never more than its price. Its one
+// error: no sample took measurable time, so there is nothing to fit.
 func FitWork(samples []Sample) (WorkModel, error) {
 	// Normal equations of price ~ a*ms + b*features, without intercept.
 	var mm, mf, ff, pm, pf float64

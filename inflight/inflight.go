@@ -107,7 +107,10 @@ func NewRedis(client scripter, opts ...Option) *Redis {
 func (r *Redis) Lease() time.Duration { return r.lease }
 
 // Acquire takes one of max slots of identity, or reports a Denial when all
-// are held.
+// are held: a denial is not an error. An empty identity or max below one
+// returns an error matching ErrInvalid, before any I/O; any other error is
+// Redis's, wrapped, after which a slot may or may not have been taken (it
+// comes free within a lease time).
 func (r *Redis) Acquire(ctx context.Context, identity string, max int) (Lease, *Denial, error) {
 	if err := check(identity, max); err != nil {
 		return Lease{}, nil, err
@@ -131,6 +134,7 @@ func (r *Redis) Acquire(ctx context.Context, identity string, max int) (Lease, *
 
 // Renew extends a held lease by a lease time from now, and reports whether
 // it was still held: false means it expired, and its slot may be taken.
+// The zero Lease reports false. Its only errors are Redis's, wrapped.
 func (r *Redis) Renew(ctx context.Context, l Lease) (bool, error) {
 	if l.IsZero() {
 		return false, nil
@@ -143,7 +147,8 @@ func (r *Redis) Renew(ctx context.Context, l Lease) (bool, error) {
 }
 
 // Release gives a slot back. Releasing a lease twice, or one that expired,
-// is harmless.
+// is harmless. Its only errors are Redis's, wrapped; the slot then comes
+// free within a lease time.
 func (r *Redis) Release(ctx context.Context, l Lease) error {
 	if l.IsZero() {
 		return nil
@@ -180,7 +185,8 @@ type Memory struct {
 func NewMemory() *Memory { return &Memory{held: make(map[string]map[string]bool)} }
 
 // Acquire takes one of max slots of identity, or reports a Denial when all
-// are held; RetryAfter is then a second, since no lease expires.
+// are held; RetryAfter is then a second, since no lease expires. Its only
+// error matches ErrInvalid: an empty identity or max below one.
 func (m *Memory) Acquire(_ context.Context, identity string, max int) (Lease, *Denial, error) {
 	if err := check(identity, max); err != nil {
 		return Lease{}, nil, err
@@ -200,13 +206,14 @@ func (m *Memory) Acquire(_ context.Context, identity string, max int) (Lease, *D
 }
 
 // Renew reports whether the lease is held; Memory's leases do not expire.
+// It never fails.
 func (m *Memory) Renew(_ context.Context, l Lease) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.held[l.identity][l.id], nil
 }
 
-// Release gives a slot back; twice is harmless.
+// Release gives a slot back; twice is harmless. It never fails.
 func (m *Memory) Release(_ context.Context, l Lease) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

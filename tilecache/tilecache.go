@@ -37,7 +37,8 @@ func NewRedis(client rediser, prefix string, ttl time.Duration) *Redis {
 	return &Redis{client: client, prefix: prefix, ttl: ttl}
 }
 
-// Get returns the tile stored under key, and whether there was one.
+// Get returns the tile stored under key, and whether there was one: a miss
+// is not an error. Its only errors are Redis's, wrapped.
 func (c *Redis) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	b, err := c.client.Get(ctx, c.prefix+key).Bytes()
 	switch {
@@ -49,7 +50,7 @@ func (c *Redis) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	return b, true, nil
 }
 
-// Set stores tile under key.
+// Set stores tile under key. Its only errors are Redis's, wrapped.
 func (c *Redis) Set(ctx context.Context, key string, tile []byte) error {
 	if err := c.client.Set(ctx, c.prefix+key, tile, c.ttl).Err(); err != nil {
 		return fmt.Errorf("tilecache: set: %w", err)
@@ -82,7 +83,8 @@ func NewMemory(maxBytes int, ttl time.Duration) *Memory {
 	return &Memory{maxBytes: maxBytes, ttl: ttl, now: time.Now, order: list.New(), byKey: map[string]*list.Element{}}
 }
 
-// Get returns the tile stored under key, and whether there was one.
+// Get returns the tile stored under key, and whether there was one. It
+// never fails.
 func (c *Memory) Get(_ context.Context, key string) ([]byte, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -100,6 +102,7 @@ func (c *Memory) Get(_ context.Context, key string) ([]byte, bool, error) {
 }
 
 // Set stores tile under key; a tile larger than the whole cache is not kept.
+// It never fails.
 func (c *Memory) Set(_ context.Context, key string, tile []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
