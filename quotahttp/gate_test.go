@@ -129,7 +129,7 @@ func TestRefundsFailedWork(t *testing.T) {
 		cancel  bool
 		want    string // X-Quota-Status
 	}{
-		{"5xx", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "db down", 503) }, false, "refunded"},
+		{"5xx", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "db down", http.StatusServiceUnavailable) }, false, "refunded"},
 		{"499", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(499) }, false, "refunded"},
 		{"panic", func(w http.ResponseWriter, r *http.Request) { panic(http.ErrAbortHandler) }, false, "refunded"},
 		{"client gone", func(w http.ResponseWriter, r *http.Request) { t.Error("work ran for a client gone") }, true, "refunded"},
