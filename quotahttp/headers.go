@@ -90,14 +90,13 @@ func appendPolicy(buf []byte, d quota.Decision) []byte {
 // The headers in canonical form, set straight into the map: Header.Set
 // would canonicalize them on every request.
 var (
-	keyPolicy     = http.CanonicalHeaderKey("RateLimit-Policy")
-	keyState      = http.CanonicalHeaderKey("RateLimit")
-	keyLimit      = http.CanonicalHeaderKey("X-RateLimit-Limit")
-	keyRemaining  = http.CanonicalHeaderKey("X-RateLimit-Remaining")
-	keyReset      = http.CanonicalHeaderKey("X-RateLimit-Reset")
-	keyCost       = http.CanonicalHeaderKey("X-RateLimit-Cost")
-	keyStatus     = http.CanonicalHeaderKey(HeaderStatus)
-	keyRetryAfter = http.CanonicalHeaderKey("Retry-After")
+	keyPolicy    = http.CanonicalHeaderKey("RateLimit-Policy")
+	keyState     = http.CanonicalHeaderKey("RateLimit")
+	keyLimit     = http.CanonicalHeaderKey("X-RateLimit-Limit")
+	keyRemaining = http.CanonicalHeaderKey("X-RateLimit-Remaining")
+	keyReset     = http.CanonicalHeaderKey("X-RateLimit-Reset")
+	keyCost      = http.CanonicalHeaderKey("X-RateLimit-Cost")
+	keyStatus    = http.CanonicalHeaderKey(HeaderStatus)
 )
 
 // write sets the headers of d; it is on the path of every request, so it
