@@ -44,10 +44,6 @@ var ExposedHeaders = []string{
 	HeaderStatus, HeaderSettledCost, "Retry-After",
 }
 
-// SetHeaders writes the quota headers of d in the groups of hs, as the gate
-// does; for a service that answers a peek at usage itself.
-func SetHeaders(h http.Header, d quota.Decision, hs Headers) { hs.write(h, d, "") }
-
 // policyCache holds the RateLimit-Policy of each plan a gate has seen: it
 // changes only with the plan, and building it is a good part of what the
 // headers cost a request.
