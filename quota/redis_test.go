@@ -15,6 +15,7 @@ import (
 
 	"github.com/tileapi/tileapi/internal/quotalog"
 	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/redisbatch"
 )
 
 // redisTargets are the two deployments the Redis store must hold a limit on.
@@ -33,6 +34,26 @@ var redisTargets = []struct {
 		cs := make([]redis.UniversalClient, n)
 		for i := range cs {
 			cs[i] = clusterClient(t)
+		}
+		return cs
+	}},
+	// The same with the calls of each client batched (redisbatch): the
+	// semantics must be those of one call at a time.
+	{"redis-batched", func(t *testing.T, n int) []redis.UniversalClient {
+		cs := make([]redis.UniversalClient, n)
+		for i := range cs {
+			c := redisClient(t)
+			redisbatch.Enable(c)
+			cs[i] = c
+		}
+		return cs
+	}},
+	{"cluster-batched", func(t *testing.T, n int) []redis.UniversalClient {
+		cs := make([]redis.UniversalClient, n)
+		for i := range cs {
+			c := clusterClient(t)
+			redisbatch.Enable(c)
+			cs[i] = c
 		}
 		return cs
 	}},
