@@ -166,12 +166,22 @@ func TestRedisRestart(t *testing.T) {
 // A charge that reaches Redis after its caller gave up is not made: here
 // Redis hangs (SIGSTOP) with the charge sent, the caller's deadline passes,
 // and when Redis resumes and runs the script, it finds the deadline gone.
-// Without the deadline it would charge a request nobody served.
+// Without the deadline it would charge a request nobody served. The same
+// holds with the client's calls batched.
 func TestLateChargeIsNotMade(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		t.Run("batched="+strconv.FormatBool(batched), func(t *testing.T) { testLateCharge(t, batched) })
+	}
+}
+
+func testLateCharge(t *testing.T, batched bool) {
 	ctx := context.Background()
 	srv := testenv.StartRedisServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer c.Close()
+	if batched {
+		redisbatch.Enable(c)
+	}
 	s := NewRedis(c, WithPrefix(testPrefix(t)))
 	p := mustPlan(t, "late", PerMinute(10))
 	charge(t, s, "x", p, 3) // also measures Redis's clock
