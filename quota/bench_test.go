@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
+
+	"github.com/tileapi/tileapi/redisbatch"
 )
 
 // benchPerSecond is the limit of the benchmark: a million a second, never
@@ -20,7 +22,10 @@ const benchPerSecond = 1_000_000
 
 // BenchmarkDecision measures one admitted decision against real Redis, at 1
 // and 64 concurrent callers, with go-redis/redis_rate's AllowN (GCRA, the
-// best-known Go limiter) as the baseline in the same run:
+// best-known Go limiter) as the baseline in the same run; tileapi-batched
+// is tileapi on a client whose concurrent calls redisbatch coalesces. Each
+// reports its decisions/s and the 99th percentile of a decision's latency
+// (p99-µs):
 //
 //	go test ./quota -run '^$' -bench Decision -benchmem -count 10 | tee bench.txt
 //	benchstat -col /impl bench.txt
@@ -43,6 +48,9 @@ func BenchmarkDecision(b *testing.B) {
 	rate := redis_rate.NewLimiter(c)
 	store1 := NewRedis(c, WithPrefix("bench:tileapi:"))
 	store2 := NewRedis(c, WithPrefix("bench:tileapi2:"))
+	batched := redisClient(b)
+	batcher := redisbatch.Enable(batched)
+	store3 := NewRedis(batched, WithPrefix("bench:tileapi3:"))
 
 	impls := []struct {
 		name   string
@@ -60,15 +68,38 @@ func BenchmarkDecision(b *testing.B) {
 			_, err := store2.Charge(ctx, id, twoLimits, 1)
 			return err
 		}},
+		{"tileapi-batched", func(id string) error {
+			_, err := store3.Charge(ctx, id, oneLimit, 1)
+			return err
+		}},
 	}
+	lat := new(latencies) // allocated once: a megabyte
 	for _, callers := range []int{1, 64} {
 		for _, impl := range impls {
 			b.Run(fmt.Sprintf("impl=%s/callers=%d", impl.name, callers), func(b *testing.B) {
 				b.ReportAllocs()
 				var next atomic.Int64
+				lat.reset()
+				before := batcher.Stats()
+				timed := func(id string) error {
+					start := time.Now()
+					err := impl.decide(id)
+					lat.add(time.Since(start))
+					return err
+				}
+				b.ResetTimer()
+				start := time.Now()
+				defer func() {
+					b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+					b.ReportMetric(lat.quantile(0.99), "p99-µs")
+					if impl.name == "tileapi-batched" {
+						s := batcher.Stats()
+						b.ReportMetric(float64(s.RoundTrips-before.RoundTrips)/float64(b.N), "trips/op")
+					}
+				}()
 				if callers == 1 {
 					for i := 0; b.Loop(); i++ {
-						if err := impl.decide(ids[i%identities]); err != nil {
+						if err := timed(ids[i%identities]); err != nil {
 							b.Fatal(err)
 						}
 					}
@@ -78,7 +109,7 @@ func BenchmarkDecision(b *testing.B) {
 				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						if err := impl.decide(ids[next.Add(1)%identities]); err != nil {
+						if err := timed(ids[next.Add(1)%identities]); err != nil {
 							b.Error(err)
 							return
 						}
@@ -87,6 +118,34 @@ func BenchmarkDecision(b *testing.B) {
 			})
 		}
 	}
+}
+
+// latencies is a histogram of decision times in whole microseconds, up to
+// 100 ms, safe for concurrent use and free of allocations.
+type latencies struct{ us [100_001]atomic.Int64 }
+
+func (l *latencies) add(d time.Duration) { l.us[min(d.Microseconds(), 100_000)].Add(1) }
+
+func (l *latencies) reset() {
+	for i := range l.us {
+		l.us[i].Store(0)
+	}
+}
+
+// quantile returns the time in microseconds below which the fraction q of
+// the decisions took.
+func (l *latencies) quantile(q float64) float64 {
+	var total int64
+	for i := range l.us {
+		total += l.us[i].Load()
+	}
+	want, seen := int64(q*float64(total)), int64(0)
+	for i := range l.us {
+		if seen += l.us[i].Load(); seen > want {
+			return float64(i)
+		}
+	}
+	return 0
 }
 
 // The baseline of BenchmarkDecision records its decisions, as tileapi does:
