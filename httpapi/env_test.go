@@ -24,6 +24,7 @@ import (
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/redisbatch"
 	"github.com/tileapi/tileapi/tilecache"
 	"github.com/tileapi/tileapi/tiles"
 )
@@ -84,6 +85,7 @@ func withRedis(url string) option {
 		opt.ContextTimeoutEnabled = true
 		rdb := redis.NewClient(opt)
 		t.Cleanup(func() { rdb.Close() })
+		redisbatch.Enable(rdb) // as serve does by default
 		prefix := fmt.Sprintf("httpapitest:%d:%s:", time.Now().UnixNano(), t.Name())
 		c.Quota = quota.NewRedis(rdb, quota.WithPrefix(prefix))
 		c.InFlight = inflight.NewRedis(rdb, inflight.WithPrefix(prefix+"f:"))

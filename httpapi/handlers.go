@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/paulmach/orb/maptile"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quotahttp"
+	"github.com/tileapi/tileapi/tilecache"
 	"github.com/tileapi/tileapi/tiles"
 )
 
@@ -112,9 +115,9 @@ func (s *Server) handleTileJSON(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// handleTile serves GET /v1/tiles/{layer}/{z}/{x}/{y}.mvt (and .pbf). The
-// tile cache is consulted before pricing, so a cached tile is charged the
-// cheaper hit price; X-Tile-Cache says HIT or MISS.
+// handleTile serves GET /v1/tiles/{layer}/{z}/{x}/{y}.mvt (and .pbf). A
+// cached tile is charged the cheaper hit price; X-Tile-Cache says HIT or
+// MISS.
 func (s *Server) handleTile(w http.ResponseWriter, r *http.Request) {
 	l, t, err := tiles.Parse(chi.URLParam(r, "layer"), chi.URLParam(r, "z"), chi.URLParam(r, "x"), chi.URLParam(r, "y"))
 	if err != nil {
@@ -126,38 +129,49 @@ func (s *Server) handleTile(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// tilePrefetcher is a tile cache whose lookup can travel in the round trip
+// of the charge: tilecache.Redis.
+type tilePrefetcher interface {
+	Prefetch(ctx context.Context, key string) (context.Context, *tilecache.Read)
+}
+
+// tileLookup is what the tile cache holds for one request's tile, once
+// looked up.
+type tileLookup struct {
+	key    string
+	done   bool
+	hit    bool
+	cached []byte
+}
+
 // tileRequest prices a tile by whether the cache holds it, and renders and
-// caches it on a miss.
+// caches it on a miss. With the cache in Redis the lookup rides with the
+// charge (see chargeTile): one round trip for a hit and for a miss. With
+// the cache in process it is looked up first, for nothing.
 func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile.Tile) metered {
-	key := fmt.Sprintf("%s/%s/%d/%d/%d", s.cfg.DataVersion, l.Name, t.Z, t.X, t.Y)
-	// A slow or failing cache counts as a miss.
-	cached, hit, err := s.tileCache.Get(r.Context(), key)
-	if err != nil {
-		s.log.WarnContext(r.Context(), "tile cache read failed", "err", err)
-		hit = false
-	}
+	lk := &tileLookup{key: fmt.Sprintf("%s/%s/%d/%d/%d", s.cfg.DataVersion, l.Name, t.Z, t.X, t.Y)}
 	z := int(t.Z)
-	price, state := c.plan.Cost.Tile(l.Name, z), "MISS"
-	if hit {
-		price, state = c.plan.Cost.CachedTile(l.Name, z), "HIT"
-	}
-	s.metrics.tileCache.WithLabelValues(state).Inc()
-	return metered{
+	missPrice, hitPrice := c.plan.Cost.Tile(l.Name, z), c.plan.Cost.CachedTile(l.Name, z)
+	m := metered{
 		route: "tile",
-		cost:  price,
+		cost:  missPrice,
 		fits: func(p *problem, budget int64) {
 			if lz, ok := c.plan.Cost.LowestZoom(l.Name, l.MinZoom, l.MaxZoom, budget); ok {
 				p.Field, p.LowestZoom = "z", &lz
 			}
 		},
 		work: func(ctx context.Context) (*response, error) {
-			body := cached
-			if !hit {
+			if !lk.done { // not charged: shadow mode, or the caller's slots full
+				s.lookUp(ctx, lk)
+			}
+			body, state := lk.cached, "HIT"
+			if !lk.hit {
 				var err error
 				if body, err = s.cfg.Tiles.Tile(ctx, l, t); err != nil {
 					return nil, err
 				}
-				s.cacheLater(ctx, key, body)
+				s.cacheLater(ctx, lk.key, body)
+				state = "MISS"
 			}
 			sum := sha256.Sum256(body)
 			return &response{
@@ -171,6 +185,126 @@ func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile
 			}, nil
 		},
 	}
+	p, ok := s.cfg.TileCache.(tilePrefetcher)
+	if !ok {
+		if s.lookUp(r.Context(), lk); lk.hit {
+			m.cost = hitPrice
+		}
+		return m
+	}
+	m.charge = func(ctx context.Context, store quotahttp.Store) (quota.Decision, error) {
+		return s.chargeTile(ctx, store, c, p, lk, missPrice, hitPrice)
+	}
+	return m
+}
+
+// ownCharges is the store the gate charges: a request whose metered work
+// makes its own charge (a tile, whose cache lookup rides with it) is
+// charged by that, within the gate's budget.
+type ownCharges struct{ quotahttp.Store }
+
+func (o ownCharges) Charge(ctx context.Context, identity string, plan quota.Plan, cost int64) (quota.Decision, error) {
+	if m, _ := ctx.Value(meteredKey{}).(metered); m.charge != nil {
+		return m.charge(ctx, o.Store)
+	}
+	return o.Store.Charge(ctx, identity, plan, cost)
+}
+
+// chargeTile charges a tile at the miss price with its cache lookup in the
+// same round trip. A hit then costs the hit price: the difference is given
+// back off the client's path (lowerTile). Only when the miss price does not
+// fit and the tile is cached is there a second round trip, a charge at the
+// hit price. Where the lookup could not ride along (the quota in process,
+// or a denial the deny cache answered) it is made on its own.
+func (s *Server) chargeTile(ctx context.Context, store quotahttp.Store, c caller, p tilePrefetcher, lk *tileLookup, missPrice, hitPrice int64) (quota.Decision, error) {
+	rctx, read := p.Prefetch(ctx, lk.key)
+	d, err := store.Charge(rctx, c.identity, c.plan.Quota, missPrice)
+	switch {
+	case read.Answered():
+		body, hit, rerr := read.Result()
+		s.looked(ctx, lk, body, hit, rerr)
+	case storeFailure(err) != err:
+		s.looked(ctx, lk, nil, false, nil) // Redis fails: a miss, with no second wait
+	default:
+		s.lookUp(ctx, lk)
+	}
+	if !lk.hit || hitPrice >= missPrice {
+		return d, err
+	}
+	var tooCostly *quota.TooCostlyError
+	switch {
+	case err == nil && d.Allowed:
+		return s.lowerTile(ctx, store, c, d, hitPrice), nil
+	case err == nil || errors.As(err, &tooCostly):
+		return store.Charge(ctx, c.identity, c.plan.Quota, hitPrice)
+	}
+	return d, err
+}
+
+// lookUp reads the request's tile from the cache; a slow or failing cache
+// counts as a miss.
+func (s *Server) lookUp(ctx context.Context, lk *tileLookup) {
+	body, hit, err := s.tileCache.Get(ctx, lk.key)
+	s.looked(ctx, lk, body, hit, err)
+}
+
+func (s *Server) looked(ctx context.Context, lk *tileLookup, body []byte, hit bool, err error) {
+	if err != nil {
+		s.log.WarnContext(ctx, "tile cache read failed", "err", err)
+		hit = false
+	}
+	lk.done, lk.hit, lk.cached = true, hit, body
+	state := "MISS"
+	if hit {
+		state = "HIT"
+	}
+	s.metrics.tileCache.WithLabelValues(state).Inc()
+}
+
+// lowerTile returns d, a charge at the miss price, as it stands once
+// lowered to the hit price, and settles that in the background (retried
+// like a refund), so the client does not wait for it. The receipt stays
+// the one charged: a refund with it gives back the whole charge before the
+// settlement and nothing after, never too much. A plan that prices work
+// has the charge settled again after the work, on the lowered receipt, so
+// there the lowering is made first, on the client's path.
+func (s *Server) lowerTile(ctx context.Context, store quotahttp.Store, c caller, d quota.Decision, hitPrice int64) quota.Decision {
+	if c.plan.Cost.Settle != nil {
+		rc, ok, err := store.Settle(ctx, d.Receipt, hitPrice)
+		if err != nil || !ok {
+			s.log.ErrorContext(ctx, "lowering a cached tile to its price failed; it stays charged the miss price", "err", err)
+			return d
+		}
+		s.metrics.unitsRefunded.WithLabelValues(c.plan.Name).Add(float64(d.Cost - hitPrice))
+		lowered := d.Given(d.Cost - hitPrice)
+		lowered.Receipt = rc
+		return lowered
+	}
+	select {
+	case s.tileSettles <- struct{}{}:
+		go func() {
+			defer func() { <-s.tileSettles }()
+			ctx := context.WithoutCancel(ctx)
+			for wait := 100 * time.Millisecond; ; wait *= 2 {
+				_, _, err := s.quota.Settle(ctx, d.Receipt, hitPrice)
+				if err == nil {
+					return
+				}
+				s.quotaStoreFailed(ctx, err)
+				if wait > 3200*time.Millisecond {
+					s.log.ErrorContext(ctx, "lowering a cached tile to its price given up after retries: it stays charged the miss price", "units", d.Cost-hitPrice)
+					return
+				}
+				time.Sleep(wait)
+			}
+		}()
+	default:
+		s.log.ErrorContext(ctx, "lowering a cached tile to its price not tried: too many pending; it stays charged the miss price", "units", d.Cost-hitPrice)
+		return d
+	}
+	// The gate counts the miss price charged: count what comes back.
+	s.metrics.unitsRefunded.WithLabelValues(c.plan.Name).Add(float64(d.Cost - hitPrice))
+	return d.Given(d.Cost - hitPrice)
 }
 
 // cacheLater stores a rendered tile without keeping the client waiting.

@@ -151,7 +151,11 @@ type metered struct {
 	overPlan error
 	// fits adds to a 422 problem what would fit in budget units.
 	fits func(p *problem, budget int64)
-	work func(ctx context.Context) (*response, error)
+	// charge, when set, makes the request's charge in place of the
+	// store's Charge at cost (see ownCharges): the tile path sends its
+	// cache lookup along.
+	charge func(ctx context.Context, store quotahttp.Store) (quota.Decision, error)
+	work   func(ctx context.Context) (*response, error)
 }
 
 // The request's caller and metered work travel in its context, from serve

@@ -162,6 +162,10 @@ type Config struct {
 // cannot pile up goroutines.
 const maxCacheWrites = 64
 
+// maxTileSettles bounds the cached tiles' charges lowered in the
+// background at once.
+const maxTileSettles = 1024
+
 // Server is the HTTP handler of tileapi.
 type Server struct {
 	cfg         Config
@@ -170,7 +174,10 @@ type Server struct {
 	usage       http.Handler  // the same gate's peek at usage, for /v1/quota
 	tileCache   TileCache     // cfg.TileCache within the time budget
 	cacheWrites chan struct{} // a slot per tile cache write in flight
-	inFlight    InFlight      // cfg.InFlight within the time budget; nil for none
+	// tileSettles holds a slot per cached tile's charge being lowered to
+	// its price in the background.
+	tileSettles chan struct{}
+	inFlight    InFlight // cfg.InFlight within the time budget; nil for none
 	log         *slog.Logger
 	metrics     *metrics
 	unknownKeys *unknownKeyGuard // nil when disabled
@@ -214,8 +221,9 @@ func NewServer(cfg Config) (*Server, error) {
 		quota:       budgetQuota{q: denials, timeout: cfg.QuotaTimeout},
 		tileCache:   budgetCache{c: cfg.TileCache, timeout: cfg.QuotaTimeout},
 		cacheWrites: make(chan struct{}, maxCacheWrites),
+		tileSettles: make(chan struct{}, maxTileSettles),
 	}
-	g := s.newGate(denials)
+	g := s.newGate(ownCharges{denials})
 	s.meter, s.usage = g.Handler(http.HandlerFunc(s.runWork)), g.Usage(s.showUsage)
 	if cfg.InFlight != nil {
 		s.inFlight = budgetInFlight{f: cfg.InFlight, timeout: cfg.QuotaTimeout}

@@ -15,6 +15,7 @@ package quota
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -208,6 +209,20 @@ type LimitState struct {
 
 // BindingLimit returns the state of the limit that decided.
 func (d Decision) BindingLimit() LimitState { return d.Limits[d.Binding] }
+
+// Given returns d as it stands once units of its charge are given back (a
+// refund or settlement): they return to every limit, and Cost is what
+// remains charged. The receipt is unchanged.
+func (d Decision) Given(units int64) Decision {
+	d.Limits = slices.Clone(d.Limits)
+	for i := range d.Limits {
+		l := &d.Limits[i]
+		l.Used = max(l.Used-units, 0)
+		l.Remaining = min(l.Remaining+units, l.Limit.Max)
+	}
+	d.Cost -= units
+	return d
+}
 
 // Receipt identifies one admitted charge. The zero Receipt identifies none.
 type Receipt struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -199,15 +198,5 @@ func (g *Gate) refundOnce(ctx context.Context, r *http.Request, m Metering) bool
 	return err == nil
 }
 
-// given is d as it stands once units of its charge are given back: they
-// return to every limit, and the cost shown is what remains charged.
-func given(d quota.Decision, units int64) quota.Decision {
-	d.Limits = slices.Clone(d.Limits)
-	for i := range d.Limits {
-		l := &d.Limits[i]
-		l.Used = max(l.Used-units, 0)
-		l.Remaining = min(l.Remaining+units, l.Limit.Max)
-	}
-	d.Cost -= units
-	return d
-}
+// given is d as it stands once units of its charge are given back.
+func given(d quota.Decision, units int64) quota.Decision { return d.Given(units) }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/redisbatch"
 )
 
 // DefaultTTL is how long a tile stays cached by default. Keys carry the
@@ -40,7 +42,35 @@ func NewRedis(client rediser, prefix string, ttl time.Duration) *Redis {
 // Get returns the tile stored under key, and whether there was one: a miss
 // is not an error. Its only errors are Redis's, wrapped.
 func (c *Redis) Get(ctx context.Context, key string) ([]byte, bool, error) {
-	b, err := c.client.Get(ctx, c.prefix+key).Bytes()
+	return result(c.client.Get(ctx, c.prefix+key))
+}
+
+// Prefetch returns ctx carrying a read of key that travels in the round
+// trip of the next command made with it, if that goes through a client
+// batched by redisbatch: a request's charge takes its tile's lookup along.
+func (c *Redis) Prefetch(ctx context.Context, key string) (context.Context, *Read) {
+	cmd := redis.NewStringCmd(ctx, "get", c.prefix+key)
+	ctx, att := redisbatch.Attach(ctx, cmd)
+	return ctx, &Read{cmd: cmd, att: att}
+}
+
+// Read is a tile lookup sent along with another command (see Prefetch).
+type Read struct {
+	cmd *redis.StringCmd
+	att *redisbatch.Attached
+}
+
+// Answered reports whether the read went to Redis and Result holds its
+// outcome. It did not if the command it rode on never reached a batched
+// client (another store answered it, or it failed first): the caller then
+// calls Get.
+func (r *Read) Answered() bool { return r.att.Answered() }
+
+// Result returns the tile, and whether there was one, once Answered.
+func (r *Read) Result() ([]byte, bool, error) { return result(r.cmd) }
+
+func result(cmd *redis.StringCmd) ([]byte, bool, error) {
+	b, err := cmd.Bytes()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return nil, false, nil

@@ -24,6 +24,7 @@ import (
 	"github.com/tileapi/tileapi/load"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/redisbatch"
 	"github.com/tileapi/tileapi/tilecache"
 	"github.com/tileapi/tileapi/tiles"
 )
@@ -34,7 +35,7 @@ type serveConfig struct {
 	addr, redisURL, databaseURL, adminToken, plansFile, demoKeys string
 	trustedProxies, publicURL, quotaFailure, logLevel            string
 	corsOrigins                                                  string
-	anonymous, shadow, requireRedis                              bool
+	anonymous, shadow, requireRedis, redisBatch                  bool
 	quotaTimeout, keyCacheTTL, tileCacheTTL, queryTimeout        time.Duration
 	inFlightLease                                                time.Duration
 	dbMaxConns                                                   int
@@ -80,6 +81,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	boolean(&c.anonymous, "anonymous", "TILEAPI_ANONYMOUS", true, "serve requests without a key on the anonymous plan, by client IP")
 	boolean(&c.shadow, "shadow", "TILEAPI_SHADOW", false, "report quota decisions but never block")
 	boolean(&c.requireRedis, "require-redis", "TILEAPI_REQUIRE_REDIS", false, "refuse to start when REDIS_URL does not answer")
+	boolean(&c.redisBatch, "redis-batch", "TILEAPI_REDIS_BATCH", true, "send concurrent Redis calls together, one round trip a batch, and a tile's cache lookup with its charge")
 	dur(&c.quotaTimeout, "quota-timeout", "TILEAPI_QUOTA_TIMEOUT", "50ms", "time budget of one quota call")
 	dur(&c.keyCacheTTL, "key-cache-ttl", "TILEAPI_KEY_CACHE_TTL", "5s", "how often the in-process key index reads the key store's changes: a revoked key stops working, and a plan change applies, within it")
 	dur(&c.inFlightLease, "in-flight-lease", "TILEAPI_IN_FLIGHT_LEASE", "10s", "how long an in-flight slot lasts unless renewed: a dead server's slots come free within it")
@@ -155,6 +157,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 		defer rdb.Close()
+		if c.redisBatch {
+			redisbatch.Enable(rdb)
+		}
 		if err := pingRedis(ctx, rdb); err != nil {
 			if c.requireRedis {
 				return fmt.Errorf("REDIS_URL does not answer (-require-redis): %w", err)
