@@ -259,7 +259,7 @@ func chromiumPath(t testing.TB) string {
 	if err == nil {
 		return found
 	}
-	testenv.Unavailable(t, "no Chromium ("+err.Error()+"): apt-get install chromium, or set "+envChromium)
+	testenv.Unavailable(t, "Chromium", "apt-get install chromium, or set "+envChromium, err)
 	return ""
 }
 

@@ -125,7 +125,7 @@ func (s *sharedServer) get(tb testing.TB, what, fix string, ways ...way) string 
 		s.url, s.err = startFirst(ctx, ways)
 	})
 	if s.err != nil {
-		Unavailable(tb, fmt.Sprintf("no %s (%v): %s", what, s.err, fix))
+		Unavailable(tb, what, fix, s.err)
 	}
 	return s.url
 }
@@ -156,17 +156,18 @@ func startFirst(ctx context.Context, ways []way) (string, error) {
 func RequireCommand(tb testing.TB, name, install string) {
 	tb.Helper()
 	if _, err := exec.LookPath(name); err != nil {
-		Unavailable(tb, fmt.Sprintf("no %s (%v): %s", name, err, install))
+		Unavailable(tb, name, install, err)
 	}
 }
 
-// Unavailable ends a test that lacks a server or a tool: it fails, with
-// msg and how to skip instead, or skips where TILEAPI_TEST_SKIP_MISSING is
-// set. A skip would not show in go test ./..., only under -v.
-func Unavailable(tb testing.TB, msg string) {
+// Unavailable ends a test that lacks a server or a tool (what): it fails
+// with how to get one (fix), how to skip instead and why there is none, or
+// skips where TILEAPI_TEST_SKIP_MISSING is set. A skip would not show in
+// go test ./..., only under -v.
+func Unavailable(tb testing.TB, what, fix string, why error) {
 	tb.Helper()
 	if os.Getenv(EnvSkipMissing) != "" {
-		tb.Skip(msg)
+		tb.Skipf("no %s: %s (%v)", what, fix, why)
 	}
-	tb.Fatalf("%s (or %s=1 to skip)", msg, EnvSkipMissing)
+	tb.Fatalf("no %s: %s; or %s=1 to skip (%v)", what, fix, EnvSkipMissing, why)
 }

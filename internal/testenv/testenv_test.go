@@ -134,7 +134,7 @@ func TestMissingServerFailsUnlessSkipped(t *testing.T) {
 	}
 	out, err := run()
 	if err == nil || !strings.Contains(out, "--- FAIL: TestHelperNeedsRedis") ||
-		!strings.Contains(out, "apt-get install redis-server") || !strings.Contains(out, EnvSkipMissing+"=1 to skip") {
+		!strings.Contains(out, "apt-get install redis-server") || !strings.Contains(out, "or "+EnvSkipMissing+"=1 to skip") {
 		t.Errorf("without redis-server: %v\n%s", err, out)
 	}
 	out, err = run(EnvSkipMissing + "=1")
