@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,7 +50,7 @@ func RedisURL(tb testing.TB) string {
 		return u
 	}
 	return redisServer.get(tb, "Redis", "apt-get install redis-server, run Docker, or set "+EnvRedisURL,
-		way{"containers", startRedisContainer}, way{"binaries", startLocalRedis})
+		allowed(way{"containers", startRedisContainer}, way{"binaries", startLocalRedis}))
 }
 
 // DatabaseURL returns the URL of a PostgreSQL database with the postgis
@@ -60,22 +61,23 @@ func DatabaseURL(tb testing.TB) string {
 		return u
 	}
 	return postgisServer.get(tb, "PostGIS", "apt-get install postgresql-15-postgis-3, run Docker, or set "+EnvDatabaseURL,
-		way{"containers", startPostGISContainer}, way{"binaries", startLocalPostGIS})
+		allowed(way{"containers", startPostGISContainer}, way{"binaries", startLocalPostGIS}))
 }
 
 // RedisClusterAddrs returns the seed addresses of a Redis Cluster with at
 // least three masters: those in TEST_REDIS_CLUSTER_ADDRS, or else of one
-// started from the redis-server on PATH, once per test binary.
+// started from the redis-server on PATH, once per test binary, whatever
+// TILEAPI_TEST_SERVICES says (there is no cluster container).
 func RedisClusterAddrs(tb testing.TB) []string {
 	tb.Helper()
 	if v := os.Getenv(EnvRedisClusterAddrs); v != "" {
 		return strings.Split(v, ",")
 	}
 	u := redisCluster.get(tb, "a Redis Cluster", "apt-get install redis-server, or set "+EnvRedisClusterAddrs,
-		way{"binaries", func(context.Context) (string, error) {
+		[]way{{"binaries", func(context.Context) (string, error) {
 			addrs, err := startRedisCluster(3)
 			return strings.Join(addrs, ","), err
-		}})
+		}}})
 	return strings.Split(u, ",")
 }
 
@@ -114,7 +116,7 @@ type sharedServer struct {
 	err  error
 }
 
-func (s *sharedServer) get(tb testing.TB, what, fix string, ways ...way) string {
+func (s *sharedServer) get(tb testing.TB, what, fix string, ways []way) string {
 	tb.Helper()
 	if !inMain.Load() {
 		tb.Fatalf("testenv: %s would be started for this test binary, but nothing would stop it: TestMain must call testenv.Main", what)
@@ -130,23 +132,29 @@ func (s *sharedServer) get(tb testing.TB, what, fix string, ways ...way) string 
 	return s.url
 }
 
-// startFirst tries the ways TILEAPI_TEST_SERVICES allows, in order, and
-// returns the first server started, or why each way failed.
-func startFirst(ctx context.Context, ways []way) (string, error) {
+// allowed returns the ways TILEAPI_TEST_SERVICES allows, in order: all of
+// them where it is unset.
+func allowed(ways ...way) []way {
 	only := os.Getenv(EnvServices)
+	if only == "" {
+		return ways
+	}
+	return slices.DeleteFunc(ways, func(w way) bool { return w.name != only })
+}
+
+// startFirst tries the ways in order and returns the first server started,
+// or why each way failed.
+func startFirst(ctx context.Context, ways []way) (string, error) {
+	if len(ways) == 0 {
+		return "", fmt.Errorf("%s=%q allows no way: want containers or binaries", EnvServices, os.Getenv(EnvServices))
+	}
 	var failed []string
 	for _, w := range ways {
-		if only != "" && only != w.name {
-			continue
-		}
 		u, err := w.start(ctx)
 		if err == nil {
 			return u, nil
 		}
 		failed = append(failed, w.name+": "+err.Error())
-	}
-	if len(failed) == 0 {
-		return "", fmt.Errorf("%s=%q allows none of the ways", EnvServices, only)
 	}
 	return "", errors.New(strings.Join(failed, "; "))
 }

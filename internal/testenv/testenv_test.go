@@ -32,6 +32,7 @@ const envHelper = "TESTENV_HELPER"
 // directory and all, once Main's cleanup has run.
 func TestLocalServersStopAtExit(t *testing.T) {
 	ctx := context.Background()
+	before := ownDirs()
 	redisURL, err := startLocalRedis(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +41,7 @@ func TestLocalServersStopAtExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dirs := ownDirs(t)
+	dirs := slices.DeleteFunc(ownDirs(), func(d string) bool { return slices.Contains(before, d) })
 	if len(dirs) != 2 {
 		t.Fatalf("this binary's directories: %q, want one for Redis and one for PostgreSQL", dirs)
 	}
@@ -62,6 +63,28 @@ func TestLocalServersStopAtExit(t *testing.T) {
 		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s is left after cleanup (%v)", d, err)
 		}
+	}
+}
+
+// The cluster comes from redis-server whatever TILEAPI_TEST_SERVICES
+// says: the testcontainers job of CI allows containers only, and has no
+// cluster container.
+func TestClusterFromBinariesUnderContainersOnly(t *testing.T) {
+	t.Setenv(EnvRedisClusterAddrs, "")
+	t.Setenv(EnvServices, "containers")
+	addrs := RedisClusterAddrs(t)
+	if len(addrs) != 3 {
+		t.Fatalf("cluster addresses %q, want 3", addrs)
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	defer c.Close()
+	ctx := context.Background()
+	info, err := c.ClusterInfo(ctx).Result()
+	if err != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:3") {
+		t.Fatalf("CLUSTER INFO: %v\n%s", err, info)
+	}
+	if err := c.Set(ctx, "testenv:cluster", "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -177,8 +200,7 @@ func postgisAnswers(ctx context.Context, url string) error {
 }
 
 // ownDirs lists this binary's server directories.
-func ownDirs(t *testing.T) []string {
-	t.Helper()
+func ownDirs() []string {
 	return globDirs(fmt.Sprintf("%s/%s%d-", os.TempDir(), tempPrefix, os.Getpid()))
 }
 
