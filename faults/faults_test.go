@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tileapi/tileapi/internal/spatialtest"
 	"github.com/tileapi/tileapi/loadtest"
 )
 
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 	if bin, err = loadtest.Build(context.Background(), dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	} else {
-		code = m.Run()
+		code = spatialtest.Run(m)
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -14,7 +15,7 @@ import (
 	"github.com/tileapi/tileapi/internal/spatialtest"
 )
 
-func TestMain(m *testing.M) { spatialtest.Run(m) }
+func TestMain(m *testing.M) { os.Exit(spatialtest.Run(m)) }
 
 // backends returns both implementations over the bundled dataset.
 func backends(t testing.TB) map[string]backend {

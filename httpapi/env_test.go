@@ -29,7 +29,7 @@ import (
 	"github.com/tileapi/tileapi/tiles"
 )
 
-func TestMain(m *testing.M) { spatialtest.Run(m) }
+func TestMain(m *testing.M) { os.Exit(spatialtest.Run(m)) }
 
 // testPlans are the plans of the tests, beside the defaults: the classic
 // scenarios and a two-limit plan with known numbers.

@@ -68,7 +68,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary.dir = dir
-	code := m.Run()
+	code := testenv.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +21,7 @@ import (
 	"github.com/tileapi/tileapi/internal/spatialtest"
 )
 
-func TestMain(m *testing.M) { spatialtest.Run(m) }
+func TestMain(m *testing.M) { os.Exit(spatialtest.Run(m)) }
 
 // renderers returns both implementations over the bundled dataset.
 func renderers(t testing.TB) map[string]renderer {

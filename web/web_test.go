@@ -18,6 +18,7 @@ import (
 	"github.com/tileapi/tileapi/dataset"
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/httpapi"
+	"github.com/tileapi/tileapi/internal/testenv"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
@@ -30,9 +31,6 @@ import (
 const (
 	envChromium      = "TILEAPI_CHROMIUM"       // the browser; default: chromium on PATH
 	envScreenshotDir = "TILEAPI_SCREENSHOT_DIR" // where the screenshots go; default: a temporary directory
-	// envRequire set (as in CI) makes a missing browser fail the test
-	// instead of skipping it, as internal/testenv does for the servers.
-	envRequire = "TILEAPI_TEST_REQUIRE_SERVICES"
 )
 
 // tinyPlan admits twelve units in any four seconds: less than the tiles of
@@ -249,8 +247,8 @@ func newService(t testing.TB) http.Handler {
 	return s
 }
 
-// chromiumPath finds the browser, or skips the test; where services are
-// required (CI), a missing browser fails it.
+// chromiumPath finds the browser; a missing one fails the test, or skips
+// it under TILEAPI_TEST_SKIP_MISSING, as a missing server does.
 func chromiumPath(t testing.TB) string {
 	t.Helper()
 	p := os.Getenv(envChromium)
@@ -261,11 +259,7 @@ func chromiumPath(t testing.TB) string {
 	if err == nil {
 		return found
 	}
-	msg := "no Chromium (" + err.Error() + "): apt-get install chromium, or set " + envChromium
-	if os.Getenv(envRequire) != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testenv.Unavailable(t, "Chromium", "apt-get install chromium, or set "+envChromium, err)
 	return ""
 }
 

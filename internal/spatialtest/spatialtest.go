@@ -99,17 +99,27 @@ func loadShared(ctx context.Context, base string) error {
 	return err
 }
 
-// Run runs the tests of m, then drops the schema Loaded made. Call it from
-// TestMain.
-func Run(m *testing.M) {
-	m.Run()
-	if shared.pool != nil {
-		shared.pool.Close()
-	}
-	if shared.drop != nil {
-		shared.drop()
-	}
+// Run runs the tests of m, then drops the schema Loaded made and stops the
+// servers testenv started; it returns m's exit code. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(spatialtest.Run(m)) }
+func Run(m *testing.M) int {
+	return testenv.Main(runFunc(func() int {
+		code := m.Run()
+		if shared.pool != nil {
+			shared.pool.Close()
+		}
+		if shared.drop != nil {
+			shared.drop()
+		}
+		return code
+	}))
 }
+
+// runFunc runs tests and returns their exit code, as testing.M does.
+type runFunc func() int
+
+func (f runFunc) Run() int { return f() }
 
 func newSchema(ctx context.Context, base string) (string, func(), error) {
 	name := fmt.Sprintf("tileapi_test_%d_%d", os.Getpid(), seq.Add(1))

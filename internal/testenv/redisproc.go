@@ -28,13 +28,11 @@ type RedisServer struct {
 
 // StartRedisServer starts a redis-server on a free loopback port, with no
 // persistence, and stops it when tb ends. extra is appended to its arguments.
-// It skips (or fails under TILEAPI_TEST_REQUIRE_SERVICES) where no
-// redis-server binary is on PATH.
+// Where no redis-server is on PATH it fails tb, or skips it under
+// TILEAPI_TEST_SKIP_MISSING.
 func StartRedisServer(tb testing.TB, extra ...string) *RedisServer {
 	tb.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		unavailable(tb, "redis-server", "PATH", err)
-	}
+	RequireCommand(tb, "redis-server", "apt-get install redis-server")
 	s, err := newRedisServer(tb.TempDir(), extra...)
 	if err != nil {
 		tb.Fatal(err)
@@ -60,10 +58,37 @@ func (s *RedisServer) Start() error {
 	// Should the test binary die before its cleanup runs, take the server
 	// with it.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
+	if err := spawn(s.cmd); err != nil {
+		s.cmd = nil
 		return fmt.Errorf("testenv: start redis-server: %w", err)
 	}
-	return waitPing(s.Addr, 10*time.Second)
+	if err := waitPing(s.Addr, 10*time.Second); err != nil {
+		s.Stop()
+		return err
+	}
+	return nil
+}
+
+// startLocalRedis starts a redis-server from this machine's PATH for the
+// whole test binary and returns its URL; Main stops it.
+func startLocalRedis(context.Context) (string, error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return "", err
+	}
+	dir, err := tempDir("redis")
+	if err != nil {
+		return "", err
+	}
+	s, err := newRedisServer(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	own(func() {
+		s.Stop()
+		os.RemoveAll(dir)
+	})
+	return "redis://" + s.Addr + "/0", nil
 }
 
 // Stop kills the server at once, as a crash would.
@@ -94,31 +119,44 @@ func (s *RedisServer) Resume() {
 	}
 }
 
-// startRedisCluster starts n cluster-enabled redis-server processes in dir,
-// joins them into a cluster of n masters and returns them.
-func startRedisCluster(dir string, n int) ([]*RedisServer, error) {
+// startRedisCluster starts n cluster-enabled redis-server processes,
+// joins them into a cluster of n masters and returns their addresses; Main
+// stops them.
+func startRedisCluster(n int) ([]string, error) {
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, err
 		}
 	}
-	nodes := make([]*RedisServer, 0, n)
+	dir, err := tempDir("cluster")
+	if err != nil {
+		return nil, err
+	}
+	var nodes []*RedisServer
+	own(func() {
+		for _, s := range nodes {
+			s.Stop()
+		}
+		os.RemoveAll(dir)
+	})
+	addrs := make([]string, 0, n)
 	args := []string{"--cluster", "create"}
 	for i := range n {
 		d := filepath.Join(dir, strconv.Itoa(i))
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nodes, err
+			return nil, err
 		}
 		s, err := newRedisServer(d, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(d, "nodes.conf"))
 		if err != nil {
-			return nodes, err
+			return nil, err
 		}
 		nodes = append(nodes, s)
+		addrs = append(addrs, s.Addr)
 		args = append(args, s.Addr)
 	}
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
-		return nodes, fmt.Errorf("testenv: redis-cli --cluster create: %w: %s", err, out)
+		return nil, fmt.Errorf("testenv: redis-cli --cluster create: %w: %s", err, out)
 	}
 	// Every node must see the cluster as ok, or the first commands that land
 	// on a slow one get CLUSTERDOWN.
@@ -130,12 +168,12 @@ func startRedisCluster(dir string, n int) ([]*RedisServer, error) {
 				break
 			}
 			if time.Now().After(deadline) {
-				return nodes, errors.New("testenv: cluster did not reach cluster_state:ok")
+				return nil, errors.New("testenv: cluster did not reach cluster_state:ok")
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	return nodes, nil
+	return addrs, nil
 }
 
 func freePort() (int, error) {

@@ -1,11 +1,16 @@
 // Package testenv finds the Redis and PostGIS servers that tests run against.
 //
 // Each server comes from an environment variable first (that is how CI runs:
-// see .ci/run). Where the variable is unset and a Docker engine answers, the
-// server is started once per test binary with testcontainers-go and reused by
-// every test in it. Where neither is possible the test is skipped with a
-// message naming the variable to set, unless TILEAPI_TEST_REQUIRE_SERVICES is
-// set, in which case it fails: nothing that needs a server may skip in CI.
+// see .ci/run). Where the variable is unset, the server is started once per
+// test binary, shared by its tests and stopped by Main: with
+// testcontainers-go where a Docker engine answers, else from the binaries on
+// this machine (redis-server; initdb and postgres with PostGIS). The Redis
+// Cluster always comes from redis-server. TILEAPI_TEST_SERVICES=containers
+// or =binaries allows only the one way.
+//
+// Where no server can be had, the test fails with one line saying why and
+// how to get one: a plain go test ./... prints only "ok" for a package whose
+// tests skipped. TILEAPI_TEST_SKIP_MISSING=1 skips such tests instead.
 //
 // The containers run the upstream images redis:7-alpine and
 // postgis/postgis:15-3.4-alpine, or the images named by
@@ -15,37 +20,28 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 // Environment variables read by this package.
 const (
-	EnvRedisURL          = "TEST_REDIS_URL"           // redis://127.0.0.1:6379/0
-	EnvRedisClusterAddrs = "TEST_REDIS_CLUSTER_ADDRS" // 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002
-	EnvDatabaseURL       = "TEST_DATABASE_URL"        // postgres://postgres@127.0.0.1:5432/tileapi_test
-	EnvRequireServices   = "TILEAPI_TEST_REQUIRE_SERVICES"
+	EnvRedisURL          = "TEST_REDIS_URL"             // redis://127.0.0.1:6379/0
+	EnvRedisClusterAddrs = "TEST_REDIS_CLUSTER_ADDRS"   // 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002
+	EnvDatabaseURL       = "TEST_DATABASE_URL"          // postgres://postgres@127.0.0.1:5432/tileapi_test
+	EnvSkipMissing       = "TILEAPI_TEST_SKIP_MISSING"  // set: skip, not fail, a test whose server or tool is missing
+	EnvServices          = "TILEAPI_TEST_SERVICES"      // containers, binaries, or unset for both in that order
 	EnvRedisImage        = "TILEAPI_TEST_REDIS_IMAGE"   // default redis:7-alpine
 	EnvPostGISImage      = "TILEAPI_TEST_POSTGIS_IMAGE" // default postgis/postgis:15-3.4-alpine
 )
-
-// image returns the image named by the environment variable env, or def.
-// The defaults are the upstream images; the variables let a machine that
-// cannot pull them use images of its own.
-func image(env, def string) string {
-	if v := os.Getenv(env); v != "" {
-		return v
-	}
-	return def
-}
 
 // RedisURL returns the URL of a Redis 7 server for tests.
 func RedisURL(tb testing.TB) string {
@@ -53,11 +49,8 @@ func RedisURL(tb testing.TB) string {
 	if u := os.Getenv(EnvRedisURL); u != "" {
 		return u
 	}
-	u, err := redisContainer.get(startRedis)
-	if err != nil {
-		unavailable(tb, "Redis", EnvRedisURL, err)
-	}
-	return u
+	return redisServer.get(tb, "Redis", "apt-get install redis-server, run Docker, or set "+EnvRedisURL,
+		allowed(way{"containers", startRedisContainer}, way{"binaries", startLocalRedis}))
 }
 
 // DatabaseURL returns the URL of a PostgreSQL database with the postgis
@@ -67,146 +60,122 @@ func DatabaseURL(tb testing.TB) string {
 	if u := os.Getenv(EnvDatabaseURL); u != "" {
 		return u
 	}
-	u, err := postgisContainer.get(startPostGIS)
-	if err != nil {
-		unavailable(tb, "PostGIS", EnvDatabaseURL, err)
-	}
-	return u
+	return postgisServer.get(tb, "PostGIS", "apt-get install postgresql-15-postgis-3, run Docker, or set "+EnvDatabaseURL,
+		allowed(way{"containers", startPostGISContainer}, way{"binaries", startLocalPostGIS}))
 }
 
 // RedisClusterAddrs returns the seed addresses of a Redis Cluster with at
-// least three masters. With no TEST_REDIS_CLUSTER_ADDRS it starts one, once
-// per test binary, from the redis-server on PATH; Main stops it.
+// least three masters: those in TEST_REDIS_CLUSTER_ADDRS, or else of one
+// started from the redis-server on PATH, once per test binary, whatever
+// TILEAPI_TEST_SERVICES says (there is no cluster container).
 func RedisClusterAddrs(tb testing.TB) []string {
 	tb.Helper()
 	if v := os.Getenv(EnvRedisClusterAddrs); v != "" {
 		return strings.Split(v, ",")
 	}
-	cluster.once.Do(func() {
-		dir, err := os.MkdirTemp("", "tileapi-cluster-")
-		if err != nil {
-			cluster.err = err
-			return
-		}
-		cluster.dir = dir
-		cluster.nodes, cluster.err = startRedisCluster(dir, 3)
-	})
-	if cluster.err != nil {
-		unavailable(tb, "a Redis Cluster", EnvRedisClusterAddrs, cluster.err)
-	}
-	addrs := make([]string, len(cluster.nodes))
-	for i, n := range cluster.nodes {
-		addrs[i] = n.Addr
-	}
-	return addrs
+	u := redisCluster.get(tb, "a Redis Cluster", "apt-get install redis-server, or set "+EnvRedisClusterAddrs,
+		[]way{{"binaries", func(context.Context) (string, error) {
+			addrs, err := startRedisCluster(3)
+			return strings.Join(addrs, ","), err
+		}}})
+	return strings.Split(u, ",")
 }
 
-// cluster is the Redis Cluster this test binary started, if any.
-var cluster struct {
-	once  sync.Once
-	dir   string
-	nodes []*RedisServer
-	err   error
-}
+var (
+	redisServer   sharedServer
+	postgisServer sharedServer
+	redisCluster  sharedServer
+)
+
+// inMain says Main runs the tests, and so will stop the servers.
+var inMain atomic.Bool
 
 // Main runs a package's tests and then stops the servers this package
 // started for the whole binary. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
-func Main(m *testing.M) int {
-	code := m.Run()
-	for _, n := range cluster.nodes {
-		n.Stop()
-	}
-	if cluster.dir != "" {
-		os.RemoveAll(cluster.dir)
-	}
-	return code
+//
+// m is a *testing.M, or something that runs one and returns its code.
+func Main(m interface{ Run() int }) int {
+	inMain.Store(true)
+	defer stopOwned()
+	return m.Run()
 }
 
-// RequireCommand skips the test (or fails it under
-// TILEAPI_TEST_REQUIRE_SERVICES) when name is not on PATH; install says how
-// to get it.
-func RequireCommand(tb testing.TB, name, install string) {
-	tb.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		msg := fmt.Sprintf("%s is not available: %s (%v)", name, install, err)
-		if os.Getenv(EnvRequireServices) != "" {
-			tb.Fatal(msg)
-		}
-		tb.Skip(msg)
-	}
+// A way to get a server: "containers" or "binaries", and how.
+type way struct {
+	name  string
+	start func(context.Context) (string, error)
 }
 
-func unavailable(tb testing.TB, what, env string, err error) {
-	tb.Helper()
-	msg := fmt.Sprintf("%s is not available: set %s (%v)", what, env, err)
-	if os.Getenv(EnvRequireServices) != "" {
-		tb.Fatal(msg)
-	}
-	tb.Skip(msg)
-}
-
-// lazyContainer starts one container per test binary, the first time a test
-// asks for it; the testcontainers reaper (Ryuk) removes it when the binary
-// exits. Where the reaper is disabled (TESTCONTAINERS_RYUK_DISABLED=true),
-// whoever disabled it removes the containers, labelled org.testcontainers.
-type lazyContainer struct {
+// sharedServer is started once per test binary, the first time a test
+// asks for it, by the first of its ways that works.
+type sharedServer struct {
 	once sync.Once
 	url  string
 	err  error
 }
 
-var (
-	redisContainer   lazyContainer
-	postgisContainer lazyContainer
-)
-
-func (c *lazyContainer) get(start func(context.Context) (string, error)) (string, error) {
-	c.once.Do(func() {
+func (s *sharedServer) get(tb testing.TB, what, fix string, ways []way) string {
+	tb.Helper()
+	if !inMain.Load() {
+		tb.Fatalf("testenv: %s would be started for this test binary, but nothing would stop it: TestMain must call testenv.Main", what)
+	}
+	s.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		c.url, c.err = start(ctx)
+		s.url, s.err = startFirst(ctx, ways)
 	})
-	return c.url, c.err
+	if s.err != nil {
+		Unavailable(tb, what, fix, s.err)
+	}
+	return s.url
 }
 
-func startRedis(ctx context.Context) (string, error) {
-	redisImage := image(EnvRedisImage, "redis:7-alpine")
-	ctr, err := testcontainers.Run(ctx, redisImage,
-		testcontainers.WithExposedPorts("6379/tcp"),
-		testcontainers.WithCmd("redis-server", "--save", "", "--appendonly", "no"),
-		testcontainers.WithWaitStrategy(wait.ForListeningPort("6379/tcp")),
-	)
-	if err != nil {
-		return "", fmt.Errorf("testenv: start %s: %w", redisImage, err)
+// allowed returns the ways TILEAPI_TEST_SERVICES allows, in order: all of
+// them where it is unset.
+func allowed(ways ...way) []way {
+	only := os.Getenv(EnvServices)
+	if only == "" {
+		return ways
 	}
-	ep, err := ctr.PortEndpoint(ctx, "6379/tcp", "")
-	if err != nil {
-		return "", fmt.Errorf("testenv: redis endpoint: %w", err)
-	}
-	return "redis://" + ep + "/0", nil
+	return slices.DeleteFunc(ways, func(w way) bool { return w.name != only })
 }
 
-func startPostGIS(ctx context.Context) (string, error) {
-	postgisImage := image(EnvPostGISImage, "postgis/postgis:15-3.4-alpine")
-	ctr, err := testcontainers.Run(ctx, postgisImage,
-		testcontainers.WithExposedPorts("5432/tcp"),
-		testcontainers.WithEnv(map[string]string{
-			"POSTGRES_PASSWORD": "postgres",
-			"POSTGRES_DB":       "tileapi_test",
-		}),
-		// The image restarts the server once after its init scripts (which
-		// create the postgis extension), so wait for the second "ready".
-		testcontainers.WithWaitStrategy(wait.ForLog("database system is ready to accept connections").
-			WithOccurrence(2).WithStartupTimeout(2*time.Minute)),
-	)
-	if err != nil {
-		return "", fmt.Errorf("testenv: start %s: %w", postgisImage, err)
+// startFirst tries the ways in order and returns the first server started,
+// or why each way failed.
+func startFirst(ctx context.Context, ways []way) (string, error) {
+	if len(ways) == 0 {
+		return "", fmt.Errorf("%s=%q allows no way: want containers or binaries", EnvServices, os.Getenv(EnvServices))
 	}
-	ep, err := ctr.PortEndpoint(ctx, "5432/tcp", "")
-	if err != nil {
-		return "", fmt.Errorf("testenv: postgis endpoint: %w", err)
+	var failed []string
+	for _, w := range ways {
+		u, err := w.start(ctx)
+		if err == nil {
+			return u, nil
+		}
+		failed = append(failed, w.name+": "+err.Error())
 	}
-	return "postgres://postgres:postgres@" + ep + "/tileapi_test?sslmode=disable", nil
+	return "", errors.New(strings.Join(failed, "; "))
+}
+
+// RequireCommand fails the test (or skips it under TILEAPI_TEST_SKIP_MISSING)
+// when name is not on PATH; install says how to get it.
+func RequireCommand(tb testing.TB, name, install string) {
+	tb.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		Unavailable(tb, name, install, err)
+	}
+}
+
+// Unavailable ends a test that lacks a server or a tool (what): it fails
+// with how to get one (fix), how to skip instead and why there is none, or
+// skips where TILEAPI_TEST_SKIP_MISSING is set. A skip would not show in
+// go test ./..., only under -v.
+func Unavailable(tb testing.TB, what, fix string, why error) {
+	tb.Helper()
+	if os.Getenv(EnvSkipMissing) != "" {
+		tb.Skipf("no %s: %s (%v)", what, fix, why)
+	}
+	tb.Fatalf("no %s: %s; or %s=1 to skip (%v)", what, fix, EnvSkipMissing, why)
 }
