@@ -20,7 +20,7 @@ import (
 // middleware keyed by the client address (what its deprecated LimitByIP
 // does, spelled out) on the same handler, in the same run:
 //
-//	go test ./quotahttp -run '^$' -bench Middleware -benchmem -count 10 | tee mw.txt
+//	go test ./quotahttp -run '^$' -bench Middleware -benchmem -count 10 -cpu 1 | tee mw.txt
 //	benchstat -col /impl mw.txt
 //
 // Requests come from 1,000 client addresses, under a limit they never
@@ -28,7 +28,7 @@ import (
 // their headers (httprate its X-RateLimit-*, the gate every group).
 func BenchmarkMiddleware(b *testing.B) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
-	plan, err := quota.NewPlan("bench", quota.PerMinute(1<<40))
+	plan, err := quota.NewPlan("bench", quota.PerSecond(1<<40))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -37,8 +37,10 @@ func BenchmarkMiddleware(b *testing.B) {
 		handler http.Handler
 	}{
 		{"bare", ok},
-		{"httprate", httprate.LimitBy(1<<40, time.Minute, byIP)(ok)},
+		{"httprate", httprate.LimitBy(1<<40, time.Second, byIP)(ok)},
 		{"quotahttp", quotahttp.Limit(quota.NewMemory(time.Now), plan)(ok)},
+		// The same headers as httprate's: no RateLimit-Policy and RateLimit.
+		{"quotahttp-xheaders", quotahttp.Limit(quota.NewMemory(time.Now), plan, quotahttp.WithHeaders(quotahttp.HeadersX|quotahttp.HeaderRetryAfter))(ok)},
 	}
 	const clients = 1000
 	reqs := make([]*http.Request, clients)

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,34 +102,51 @@ func (hs Headers) write(h http.Header, d quota.Decision, policy string) {
 	if len(d.Limits) == 0 {
 		return
 	}
-	// One backing array for every value: a header map holds slices.
+	if policy == "" && hs&HeadersDraft != 0 {
+		policy = string(appendPolicy(nil, d))
+	}
+	// Every value is written into one string, then cut: ends records where
+	// each value ends.
+	var ends [5]int
+	var sb strings.Builder
+	sb.Grow(48*len(d.Limits) + 48)
+	var num [20]byte
+	if hs&HeadersDraft != 0 {
+		for i, l := range d.Limits {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteByte('"')
+			sb.WriteString(l.Limit.Name)
+			sb.WriteString(`";r=`)
+			sb.Write(strconv.AppendInt(num[:0], l.Remaining, 10))
+			sb.WriteString(";t=")
+			sb.Write(strconv.AppendInt(num[:0], ceilSeconds(l.ResetAfter), 10))
+		}
+	}
+	ends[0] = sb.Len()
+	if hs&HeadersX != 0 {
+		b := d.BindingLimit()
+		for i, v := range [4]int64{b.Limit.Max, b.Remaining, ceilSeconds(b.ResetAfter), d.Cost} {
+			sb.Write(strconv.AppendInt(num[:0], v, 10))
+			ends[i+1] = sb.Len()
+		}
+	}
+	all := sb.String()
+	// One backing array for the map's slices too.
 	vals := make([]string, 0, 6)
 	set := func(key, v string) {
 		vals = append(vals, v)
 		h[key] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	if hs&HeadersDraft != 0 {
-		if policy == "" {
-			policy = string(appendPolicy(nil, d))
-		}
-		buf := make([]byte, 0, 32*len(d.Limits))
-		for i, l := range d.Limits {
-			if i > 0 {
-				buf = append(buf, ", "...)
-			}
-			buf = append(append(append(buf, '"'), l.Limit.Name...), '"')
-			buf = strconv.AppendInt(append(buf, ";r="...), l.Remaining, 10)
-			buf = strconv.AppendInt(append(buf, ";t="...), ceilSeconds(l.ResetAfter), 10)
-		}
 		set(keyPolicy, policy)
-		set(keyState, string(buf))
+		set(keyState, all[:ends[0]])
 	}
 	if hs&HeadersX != 0 {
-		b := d.BindingLimit()
-		set(keyLimit, strconv.FormatInt(b.Limit.Max, 10))
-		set(keyRemaining, strconv.FormatInt(b.Remaining, 10))
-		set(keyReset, strconv.FormatInt(ceilSeconds(b.ResetAfter), 10))
-		set(keyCost, strconv.FormatInt(d.Cost, 10))
+		for i, key := range [4]string{keyLimit, keyRemaining, keyReset, keyCost} {
+			set(key, all[ends[i]:ends[i+1]])
+		}
 	}
 }
 
