@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -33,7 +34,7 @@ import (
 // to an environment variable (see the README's configuration reference).
 type serveConfig struct {
 	addr, redisURL, databaseURL, adminToken, plansFile, demoKeys string
-	trustedProxies, publicURL, quotaFailure, logLevel            string
+	trustedProxies, publicURL, quotaFailure, logLevel, pprofAddr string
 	corsOrigins                                                  string
 	anonymous, shadow, requireRedis, redisBatch                  bool
 	quotaTimeout, keyCacheTTL, tileCacheTTL, queryTimeout        time.Duration
@@ -77,6 +78,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.corsOrigins, "cors-origins", env("TILEAPI_CORS_ORIGINS", "*"), "comma-separated origins whose pages may call /v1, * for any, none for no CORS ($TILEAPI_CORS_ORIGINS)")
 	fs.StringVar(&c.publicURL, "public-url", getenv("TILEAPI_PUBLIC_URL"), "scheme://host clients use, for TileJSON; default from each request ($TILEAPI_PUBLIC_URL)")
 	fs.StringVar(&c.quotaFailure, "quota-failure", env("TILEAPI_QUOTA_FAILURE", "open"), "when Redis fails: open (serve unmetered) or closed (503) ($TILEAPI_QUOTA_FAILURE)")
+	fs.StringVar(&c.pprofAddr, "pprof-addr", getenv("TILEAPI_PPROF_ADDR"), "address of a separate listener serving Go's profiles (/debug/pprof/); empty: none. Keep it on loopback ($TILEAPI_PPROF_ADDR)")
 	fs.StringVar(&c.logLevel, "log-level", env("TILEAPI_LOG_LEVEL", "info"), "debug, info, warn or error ($TILEAPI_LOG_LEVEL)")
 	boolean(&c.anonymous, "anonymous", "TILEAPI_ANONYMOUS", true, "serve requests without a key on the anonymous plan, by client IP")
 	boolean(&c.shadow, "shadow", "TILEAPI_SHADOW", false, "report quota decisions but never block")
@@ -235,7 +237,33 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	if c.pprofAddr != "" {
+		if err := servePprof(ctx, c.pprofAddr, log); err != nil {
+			return err
+		}
+	}
 	return listenAndServe(ctx, c.addr, srv, log)
+}
+
+// servePprof serves Go's runtime profiles on their own listener, apart
+// from the API (they reveal internals and cost CPU to take), until ctx is
+// done. The address may have port 0; the one taken is logged.
+func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	log.Warn("profiles served: keep this address private", "pprof_addr", ln.Addr().String())
+	go func() { _ = srv.Serve(ln) }()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	return nil
 }
 
 // addDemoKeys registers "key:plan,..." and prints them: they are demo keys,

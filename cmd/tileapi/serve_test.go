@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -348,4 +349,37 @@ func TestHeaderLimit(t *testing.T) {
 	if !strings.Contains(in.stderr.String(), `"duration_ms":`) {
 		t.Errorf("the request log has no duration_ms:\n%s", in.stderr)
 	}
+}
+
+// -pprof-addr opens Go's profiles on their own listener, and only there.
+func TestPprofListener(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs bytes.Buffer
+	if err := servePprof(ctx, "127.0.0.1:0", slog.New(slog.NewJSONHandler(&logs, nil))); err != nil {
+		t.Fatal(err)
+	}
+	var line struct {
+		Addr string `json:"pprof_addr"`
+	}
+	if err := json.Unmarshal(logs.Bytes(), &line); err != nil || line.Addr == "" {
+		t.Fatalf("log %q: no pprof_addr (%v)", logs.String(), err)
+	}
+	resp, err := http.Get("http://" + line.Addr + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(body, []byte("goroutine profile")) {
+		t.Errorf("status %d, body %.80q", resp.StatusCode, body)
+	}
+	cancel()
+	for range 50 {
+		if _, err = http.Get("http://" + line.Addr + "/debug/pprof/"); err != nil {
+			return // closed with its context
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Error("the profile listener outlived its context")
 }
