@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,7 +56,7 @@ var errFailed = errors.New("loadtest: the quota was not exact: see the table")
 
 type config struct {
 	scenario, redisURL, targets, secrets, adminToken, bin, out, limits string
-	quotaTimeout, spatial, databaseURL, tileserv                       string
+	quotaTimeout, spatial, databaseURL, tileserv, cpuProfile           string
 	instances, keys, clients, throughputClients, maxRequests           int
 	duration, phase                                                    time.Duration
 	jsonOut                                                            bool
@@ -88,6 +89,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.IntVar(&c.maxRequests, "max-requests", 1_000_000, "most requests of the exactness run, and of each throughput phase")
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "how long the exactness scenario drives the servers (at most 5m)")
 	fs.DurationVar(&c.phase, "phase", 5*time.Second, "how long the throughput scenario drives each route of each setup (at most 1m)")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the load tool's own CPU profile to this file (the servers': TILEAPI_PPROF_ADDR)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the reports as JSON instead of tables")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -161,6 +163,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return err
+	}
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	tmp, err := os.MkdirTemp("", "loadtest-")
 	if err != nil {
