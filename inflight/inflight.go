@@ -15,8 +15,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/tileapi/tileapi/internal/quotalog"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -159,10 +159,10 @@ func (r *Redis) Release(ctx context.Context, l Lease) error {
 	return nil
 }
 
-// key is the identity's lease set; the identity is its hash tag, with
-// braces taken out so they cannot end the tag early.
+// key is the identity's lease set; the identity, escaped as the quota
+// escapes it (one to one, no brace left), is its hash tag.
 func (r *Redis) key(identity string) string {
-	return r.prefix + "{" + strings.NewReplacer("{", "%7B", "}", "%7D").Replace(identity) + "}"
+	return r.prefix + "{" + quotalog.EscapeIdentity(identity) + "}"
 }
 
 func newID() (string, error) {

@@ -218,4 +218,9 @@ func TestHashTag(t *testing.T) {
 			t.Errorf("key(%q) = %q: want exactly one hash tag", id, k)
 		}
 	}
+	// Escaping is one to one: an identity spelling another's escape has
+	// a lease set of its own.
+	if a, b := r.key("a{b"), r.key("a%7Bb"); a == b {
+		t.Errorf("identities a{b and a%%7Bb share the key %q", a)
+	}
 }
