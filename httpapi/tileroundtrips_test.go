@@ -90,15 +90,32 @@ func count(n int) func([]string) bool { return func(ts []string) bool { return l
 // tile, and a hit lowers its charge to the hit price, both in the
 // background. Only a miss price that does not fit costs a second trip, a
 // charge at the hit price of a cached tile.
+//
+// On a Redis Cluster the charge and the lookup go to their own nodes, in
+// parallel: one pipeline for the client, split by node, as the log of the
+// cluster client's hook shows.
 func TestTileRoundTrips(t *testing.T) {
-	opt, err := redis.ParseURL(testenv.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.MaxRetries, opt.ContextTimeoutEnabled = -1, true
-	rdb := redis.NewClient(opt)
+	t.Run("single node", func(t *testing.T) {
+		opt, err := redis.ParseURL(testenv.RedisURL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt.MaxRetries, opt.ContextTimeoutEnabled = -1, true
+		testTileRoundTrips(t, redis.NewClient(opt))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		testTileRoundTrips(t, redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: testenv.RedisClusterAddrs(t), MaxRetries: -1, ContextTimeoutEnabled: true,
+		}))
+	})
+}
+
+func testTileRoundTrips(t *testing.T, rdb redis.UniversalClient) {
 	t.Cleanup(func() { rdb.Close() })
-	redisbatch.Enable(rdb)
+	redisbatch.Enable(rdb.(interface {
+		AddHook(redis.Hook)
+		Pipeline() redis.Pipeliner
+	}))
 	log := &tripLog{}
 	rdb.AddHook(log)
 	prefix := fmt.Sprintf("httpapitest:%d:%s:", time.Now().UnixNano(), t.Name())
