@@ -80,8 +80,8 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 	defer m.mu.Unlock()
 	m.sweep(now)
 
-	lg := m.logs[identity]
-	if lg == nil {
+	lg, known := m.logs[identity]
+	if !known {
 		lg = &memLog{}
 	}
 	// Time never runs back, as in the Redis script.
@@ -137,9 +137,10 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 		raw[i] = periodUsage(plan.Limits[i], counts[k].used, counts[k].end, cost, admitted)
 		marks[k] = periodMark{name: plan.Limits[i].Name, start: counts[k].start}
 	}
-	if lg.weight() == 0 {
+	switch {
+	case lg.weight() == 0:
 		delete(m.logs, identity) // as the script deletes a log with nothing in any window
-	} else {
+	case !known:
 		m.logs[identity] = lg
 	}
 	return decide(identity, plan, cost, allowed, now, index, raw, marks)

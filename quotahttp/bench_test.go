@@ -26,9 +26,13 @@ import (
 // Requests come from 1,000 client addresses, under a limit they never
 // reach, so every request is admitted and charged; both limiters write
 // their headers (httprate its X-RateLimit-*, the gate every group).
+// benchPerSecond is the limit of both: a million a second, never reached
+// by a thousand addresses (as in quota's BenchmarkDecision).
+const benchPerSecond = 1_000_000
+
 func BenchmarkMiddleware(b *testing.B) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
-	plan, err := quota.NewPlan("bench", quota.PerSecond(1<<40))
+	plan, err := quota.NewPlan("bench", quota.PerSecond(benchPerSecond))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -37,7 +41,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		handler http.Handler
 	}{
 		{"bare", ok},
-		{"httprate", httprate.LimitBy(1<<40, time.Second, byIP)(ok)},
+		{"httprate", httprate.LimitBy(benchPerSecond, time.Second, byIP)(ok)},
 		{"quotahttp", quotahttp.Limit(quota.NewMemory(time.Now), plan)(ok)},
 		// The same headers as httprate's: no RateLimit-Policy and RateLimit.
 		{"quotahttp-xheaders", quotahttp.Limit(quota.NewMemory(time.Now), plan, quotahttp.WithHeaders(quotahttp.HeadersX|quotahttp.HeaderRetryAfter))(ok)},

@@ -53,11 +53,10 @@ type Gate struct {
 
 // writeHeaders writes the quota headers of d, a decision under plan.
 func (g *Gate) writeHeaders(h http.Header, plan string, d quota.Decision) {
-	if g.headers&HeadersDraft != 0 {
-		g.headers.write(h, d, g.policies.policy(plan, d))
+	if len(d.Limits) == 0 {
 		return
 	}
-	g.headers.write(h, d, "")
+	g.headers.write(h, d, g.policies.policy(plan, d))
 }
 
 // New returns a gate that charges store. A plan is required (WithPlan or

@@ -50,25 +50,38 @@ var ExposedHeaders = []string{
 // headers cost a request.
 type policyCache struct{ plans sync.Map } // plan name → *cachedPolicy
 
+// cachedPolicy is what the headers of a plan's decisions share: its
+// RateLimit-Policy, and each limit's maximum as an X-RateLimit-Limit value.
 type cachedPolicy struct {
 	limits []quota.Limit
-	value  string
+	policy []string   // the header's value, shared: cap 1, so an append copies
+	maxes  [][]string // X-RateLimit-Limit, by limit, shared likewise
 }
 
-// policy returns the RateLimit-Policy of d's limits, under plan.
-func (c *policyCache) policy(plan string, d quota.Decision) string {
+// policy returns the shared header values of d's limits, under plan.
+func (c *policyCache) policy(plan string, d quota.Decision) *cachedPolicy {
 	if v, ok := c.plans.Load(plan); ok {
 		p := v.(*cachedPolicy)
 		if len(p.limits) == len(d.Limits) && slices.EqualFunc(p.limits, d.Limits, func(l quota.Limit, s quota.LimitState) bool { return l == s.Limit }) {
-			return p.value
+			return p
 		}
 	}
-	p := &cachedPolicy{limits: make([]quota.Limit, len(d.Limits)), value: string(appendPolicy(nil, d))}
+	p := newCachedPolicy(d)
+	c.plans.Store(plan, p)
+	return p
+}
+
+func newCachedPolicy(d quota.Decision) *cachedPolicy {
+	p := &cachedPolicy{
+		limits: make([]quota.Limit, len(d.Limits)),
+		policy: []string{string(appendPolicy(nil, d))}[:1:1],
+		maxes:  make([][]string, len(d.Limits)),
+	}
 	for i, s := range d.Limits {
 		p.limits[i] = s.Limit
+		p.maxes[i] = []string{strconv.FormatInt(s.Limit.Max, 10)}[:1:1]
 	}
-	c.plans.Store(plan, p)
-	return p.value
+	return p
 }
 
 func appendPolicy(buf []byte, d quota.Decision) []byte {
@@ -98,16 +111,16 @@ var (
 
 // write sets the headers of d; it is on the path of every request, so it
 // builds them by hand rather than with fmt.
-func (hs Headers) write(h http.Header, d quota.Decision, policy string) {
+func (hs Headers) write(h http.Header, d quota.Decision, cp *cachedPolicy) {
 	if len(d.Limits) == 0 {
 		return
 	}
-	if policy == "" && hs&HeadersDraft != 0 {
-		policy = string(appendPolicy(nil, d))
+	if cp == nil {
+		cp = newCachedPolicy(d)
 	}
 	// Every value is written into one string, then cut: ends records where
 	// each value ends.
-	var ends [5]int
+	var ends [4]int
 	var sb strings.Builder
 	sb.Grow(48*len(d.Limits) + 48)
 	var num [20]byte
@@ -127,24 +140,25 @@ func (hs Headers) write(h http.Header, d quota.Decision, policy string) {
 	ends[0] = sb.Len()
 	if hs&HeadersX != 0 {
 		b := d.BindingLimit()
-		for i, v := range [4]int64{b.Limit.Max, b.Remaining, ceilSeconds(b.ResetAfter), d.Cost} {
+		for i, v := range [3]int64{b.Remaining, ceilSeconds(b.ResetAfter), d.Cost} {
 			sb.Write(strconv.AppendInt(num[:0], v, 10))
 			ends[i+1] = sb.Len()
 		}
 	}
 	all := sb.String()
 	// One backing array for the map's slices too.
-	vals := make([]string, 0, 6)
+	vals := make([]string, 0, 4)
 	set := func(key, v string) {
 		vals = append(vals, v)
 		h[key] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	if hs&HeadersDraft != 0 {
-		set(keyPolicy, policy)
+		h[keyPolicy] = cp.policy
 		set(keyState, all[:ends[0]])
 	}
 	if hs&HeadersX != 0 {
-		for i, key := range [4]string{keyLimit, keyRemaining, keyReset, keyCost} {
+		h[keyLimit] = cp.maxes[d.Binding]
+		for i, key := range [3]string{keyRemaining, keyReset, keyCost} {
 			set(key, all[ends[i]:ends[i+1]])
 		}
 	}
