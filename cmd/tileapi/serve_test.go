@@ -131,6 +131,11 @@ func TestTwoServersShareOneLimit(t *testing.T) {
 		"REDIS_URL":          "redis://" + redisSrv.Addr,
 		"TILEAPI_PLANS_FILE": plansFile,
 		"TILEAPI_DEMO_KEYS":  "shared-key:shared",
+		// This test is about sharing, not budgets: a loaded machine must
+		// not turn charges into unmetered answers (fail-open) it cannot
+		// count.
+		"TILEAPI_QUOTA_TIMEOUT": "5s",
+		"TILEAPI_QUOTA_FAILURE": "closed",
 	}
 	servers := []*instance{startServe(t, env), startServe(t, env)}
 
