@@ -47,6 +47,7 @@ type Gate struct {
 	refundIf   func(status int) bool
 	onError    func(http.ResponseWriter, *http.Request, error)
 	observe    func(*http.Request, Event)
+	observed   bool // an observer was given
 	retries    chan struct{}
 	policies   policyCache
 }
@@ -84,6 +85,9 @@ func New(store Store, opts ...Option) *Gate {
 	}
 	if g.plan == nil {
 		panic("quotahttp: New: no plan: give WithPlan or WithPlanFunc")
+	}
+	if g.observe == nil {
+		g.observe = func(*http.Request, Event) {}
 	}
 	return g
 }
@@ -145,9 +149,15 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 		return
 	}
 
-	start := time.Now()
+	var start time.Time
+	if g.observed {
+		start = time.Now() // the clock is read only for an observer
+	}
 	d, err := g.charge(r.Context(), identity, plan, m.Cost)
-	e := Event{Identity: identity, Plan: plan, Cost: m.Cost, Decision: d, Err: err, Latency: time.Since(start)}
+	e := Event{Identity: identity, Plan: plan, Cost: m.Cost, Decision: d, Err: err}
+	if g.observed {
+		e.Latency = time.Since(start)
+	}
 
 	var tooCostly *quota.TooCostlyError
 	switch {

@@ -85,7 +85,7 @@ func WithRefundIf(refund func(status int) bool) Option {
 // settlement, for metrics and logs. It runs on the request's goroutine
 // (or a refund retry's) and must be quick.
 func WithObserver(observe func(r *http.Request, e Event)) Option {
-	return func(g *Gate) { g.observe = observe }
+	return func(g *Gate) { g.observe, g.observed = observe, observe != nil }
 }
 
 // Event is something the gate did, for an observer.
