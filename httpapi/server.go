@@ -28,13 +28,7 @@ import (
 )
 
 // Quota is the quota store: quota.Redis or quota.Memory.
-type Quota interface {
-	Charge(ctx context.Context, identity string, plan quota.Plan, cost int64) (quota.Decision, error)
-	Peek(ctx context.Context, identity string, plan quota.Plan) (quota.Decision, error)
-	Refund(ctx context.Context, rc quota.Receipt) (bool, error)
-	Settle(ctx context.Context, rc quota.Receipt, actual int64) (quota.Receipt, bool, error)
-	Reset(ctx context.Context, identity string) error
-}
+type Quota = quota.Store
 
 // InFlight limits the requests of one caller in progress at once:
 // inflight.Redis or inflight.Memory.
@@ -169,11 +163,12 @@ const maxTileSettles = 1024
 // Server is the HTTP handler of tileapi.
 type Server struct {
 	cfg         Config
-	quota       Quota         // cfg.Quota behind a deny cache, within the time budget
-	meter       http.Handler  // the quota gate (quotahttp) around runWork
-	usage       http.Handler  // the same gate's peek at usage, for /v1/quota
-	tileCache   TileCache     // cfg.TileCache within the time budget
-	cacheWrites chan struct{} // a slot per tile cache write in flight
+	quota       Quota            // cfg.Quota behind a deny cache, within the time budget
+	denials     *quota.DenyCache // in front of cfg.Quota, shared by every use
+	meter       http.Handler     // the quota gate (quotahttp) around runWork
+	usage       http.Handler     // the same gate's peek at usage, for /v1/quota
+	tileCache   TileCache        // cfg.TileCache within the time budget
+	cacheWrites chan struct{}    // a slot per tile cache write in flight
 	// tileSettles holds a slot per cached tile's charge being lowered to
 	// its price in the background.
 	tileSettles chan struct{}
@@ -219,6 +214,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, metrics: m,
 		quota:       budgetQuota{q: denials, timeout: cfg.QuotaTimeout},
+		denials:     denials,
 		tileCache:   budgetCache{c: cfg.TileCache, timeout: cfg.QuotaTimeout},
 		cacheWrites: make(chan struct{}, maxCacheWrites),
 		tileSettles: make(chan struct{}, maxTileSettles),

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"image/color"
 	"os"
-	"slices"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -135,17 +134,7 @@ func PlotLatency(path string, r *ThroughputReport) error {
 // PlotRPS draws the requests per second of every setup on every route of r
 // as groups of bars, one group per route, and writes a PNG to path.
 func PlotRPS(path string, r *ThroughputReport) error {
-	var setups, routes []string
-	rps := map[[2]string]float64{}
-	for _, s := range r.Stats {
-		if !slices.Contains(setups, s.Setup) {
-			setups = append(setups, s.Setup)
-		}
-		if !slices.Contains(routes, s.Route) {
-			routes = append(routes, s.Route)
-		}
-		rps[[2]string{s.Setup, s.Route}] = s.RPS
-	}
+	setups, routes, stats := r.bySetupAndRoute()
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("requests per second, %d clients", r.Clients)
 	p.Y.Label.Text = "req/s"
@@ -155,7 +144,7 @@ func PlotRPS(path string, r *ThroughputReport) error {
 	for i, s := range setups {
 		values := make(plotter.Values, len(routes))
 		for j, rt := range routes {
-			values[j] = rps[[2]string{s, rt}] // 0 where the setup does not serve the route
+			values[j] = stats[[2]string{s, rt}].RPS // 0 where the setup does not serve the route
 			most = max(most, values[j])
 		}
 		bars, err := plotter.NewBarChart(values, width)

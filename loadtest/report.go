@@ -85,17 +85,7 @@ func WriteThroughputTable(w io.Writer, r *ThroughputReport) error {
 // req/s (a setup's over another's: above 1 is faster); then a line of
 // the mean tile sizes.
 func WriteThroughputMarkdown(w io.Writer, r *ThroughputReport) error {
-	var setups, routes []string
-	stats := map[[2]string]RouteStats{}
-	for _, st := range r.Stats {
-		if !slices.Contains(setups, st.Setup) {
-			setups = append(setups, st.Setup)
-		}
-		if !slices.Contains(routes, st.Route) {
-			routes = append(routes, st.Route)
-		}
-		stats[[2]string{st.Setup, st.Route}] = st
-	}
+	setups, routes, stats := r.bySetupAndRoute()
 	type pair struct{ setup, versus string }
 	var pairs []pair
 	ratios := map[string]float64{}
@@ -168,3 +158,19 @@ func thousands(x float64) string {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
+
+// bySetupAndRoute returns r's setups and routes in the order the run met
+// them, and each setup's stats on each route it served.
+func (r *ThroughputReport) bySetupAndRoute() (setups, routes []string, stats map[[2]string]RouteStats) {
+	stats = map[[2]string]RouteStats{}
+	for _, st := range r.Stats {
+		if !slices.Contains(setups, st.Setup) {
+			setups = append(setups, st.Setup)
+		}
+		if !slices.Contains(routes, st.Route) {
+			routes = append(routes, st.Route)
+		}
+		stats[[2]string{st.Setup, st.Route}] = st
+	}
+	return setups, routes, stats
+}

@@ -124,15 +124,20 @@ var errNoAddress = statusError{status: http.StatusBadRequest, msg: "quotahttp: t
 // the answer, as nginx logs it).
 func RefundFailures(status int) bool { return status >= 500 || status == 499 }
 
+// caller names the request's caller and finds its plan.
+func (g *Gate) caller(r *http.Request) (string, quota.Plan, error) {
+	identity, err := g.identify(r)
+	if err != nil {
+		return "", quota.Plan{}, err
+	}
+	plan, err := g.plan(r, identity)
+	return identity, plan, err
+}
+
 // serve identifies, prices and charges the request, then serves it with
 // next or refuses it.
 func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	identity, err := g.identify(r)
-	if err != nil {
-		g.onError(w, r, err)
-		return
-	}
-	plan, err := g.plan(r, identity)
+	identity, plan, err := g.caller(r)
 	if err != nil {
 		g.onError(w, r, err)
 		return
@@ -303,12 +308,7 @@ func (w *responseWriter) Flush() {
 // *UnavailableError: there is nothing to serve unmetered.
 func (g *Gate) Usage(show func(w http.ResponseWriter, r *http.Request, d quota.Decision)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		identity, err := g.identify(r)
-		if err != nil {
-			g.onError(w, r, err)
-			return
-		}
-		plan, err := g.plan(r, identity)
+		identity, plan, err := g.caller(r)
 		if err != nil {
 			g.onError(w, r, err)
 			return
