@@ -1,0 +1,71 @@
+//go:build pgtileserv
+
+package loadtest
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The comparison with pg_tileserv: it must draw the same places as
+// tileapi, and be measured on tile misses only. pg_tileserv is not a Go
+// module this build can fetch, so the test is built only with its tag and
+// the binary named (see the README):
+//
+//	TILEAPI_PG_TILESERV=$HOME/go/bin/pg_tileserv go test -tags pgtileserv -run Tileserv ./loadtest
+func TestTileservComparison(t *testing.T) {
+	bin := os.Getenv("TILEAPI_PG_TILESERV")
+	if bin == "" {
+		t.Fatal("TILEAPI_PG_TILESERV is not set: the path of a pg_tileserv binary (see the README)")
+	}
+	ctx := context.Background()
+	dbURL, pool := loadedSchema(t)
+	tiles, err := PlacesTiles(ctx, pool, 10, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := PrepareTileserv(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := StartTileserv(ctx, bin, dbURL, 4, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ts.Stop() })
+	plan := Plan{Name: "unlimited", MaxRadius: 10_000, Limits: []Limit{{Name: "second", Window: time.Second, Max: 1 << 40}}}
+	mem := startFleet(t, FleetConfig{DatabaseURL: dbURL, Instances: 1, Plan: plan, Keys: 1})
+	api := Setup{Name: "in process", URL: mem.URLs()[0], Secret: mem.Keys[0].Secret}
+	pgts := Setup{Name: "pg_tileserv", URL: ts.URL, TilePath: path}
+	check, err := CompareTiles(ctx, api, pgts, tiles[:64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d tiles, %d places; bytes a tile: tileapi %.0f, pg_tileserv %.0f", check.Tiles, check.Features, check.Bytes[0], check.Bytes[1])
+	if len(check.Differ) > 0 || check.Features == 0 {
+		t.Errorf("tileapi and pg_tileserv differ: %s", strings.Join(check.Differ, "\n"))
+	}
+	rep, err := Throughput(ctx, ThroughputConfig{Setups: []Setup{api, pgts}, Clients: 2, Phase: 300 * time.Millisecond,
+		MaxRequests: 5000, Tiles: tiles, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onTileserv []string
+	for _, st := range rep.Stats {
+		if st.Setup == pgts.Name {
+			onTileserv = append(onTileserv, st.Route)
+		}
+		if st.Errors > 0 || st.Other > 0 || len(st.Latencies) == 0 {
+			t.Errorf("%s %s: %d errors, %d other, %d measured", st.Setup, st.Route, st.Errors, st.Other, len(st.Latencies))
+		}
+	}
+	if len(onTileserv) != 1 || onTileserv[0] != RouteTileMiss {
+		t.Errorf("pg_tileserv was measured on %v, want tile MISS only", onTileserv)
+	}
+	if len(rep.Ratios) != 1 || rep.Ratios[0].Versus != pgts.Name || rep.Ratios[0].Setup != api.Name {
+		t.Errorf("ratios %+v, want in process over pg_tileserv", rep.Ratios)
+	}
+}
