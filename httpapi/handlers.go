@@ -225,6 +225,11 @@ func (s *Server) chargeTile(ctx context.Context, store quotahttp.Store, c caller
 		s.looked(ctx, lk, body, hit, rerr)
 	case storeFailure(err) != err:
 		s.looked(ctx, lk, nil, false, nil) // Redis fails: a miss, with no second wait
+	case err == nil && !d.Allowed && s.deniedFromMemory(c, hitPrice):
+		// The deny cache refused both prices: whether the tile is cached
+		// changes nothing, so a client hammering after its 429 costs no
+		// round trip, not even the lookup.
+		return d, nil
 	default:
 		s.lookUp(ctx, lk)
 	}
@@ -239,6 +244,13 @@ func (s *Server) chargeTile(ctx context.Context, store quotahttp.Store, c caller
 		return store.Charge(ctx, c.identity, c.plan.Quota, hitPrice)
 	}
 	return d, err
+}
+
+// deniedFromMemory reports whether the deny cache refuses c a charge of
+// cost without asking Redis.
+func (s *Server) deniedFromMemory(c caller, cost int64) bool {
+	_, denied := s.denials.Denies(c.identity, c.plan.Quota, cost)
+	return denied
 }
 
 // lookUp reads the request's tile from the cache; a slow or failing cache

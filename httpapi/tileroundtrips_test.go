@@ -164,6 +164,18 @@ func testTileRoundTrips(t *testing.T, rdb redis.UniversalClient) {
 			}
 		})
 	}
+	// five is spent: a client that keeps asking is refused from the deny
+	// cache at both prices, with no round trip, not even the lookup. The
+	// first refusal at the hit price is Redis's; the cache holds it after.
+	for i, want := range [][]string{{"get", lower}, nil, nil} {
+		resp := e.get(t, "/v1/tiles/places/9/259/176.mvt", key("five")...)
+		if resp.StatusCode != 429 {
+			t.Fatalf("request %d on a spent plan: status %d, want 429", i, resp.StatusCode)
+		}
+		if trips := log.until(t, count(len(want))); !slices.Equal(trips, want) {
+			t.Errorf("request %d on a spent plan: round trips %q, want %q", i, trips, want)
+		}
+	}
 	// What the quota holds in the end: every hit at its hit price.
 	if used := e.used(t, key("pro")...); used[len(used)-1] != 8+2+16+4+4 {
 		t.Errorf("pro used %v, want 34 on the longest limit", used)

@@ -80,12 +80,7 @@ func NewDenyCache(store Store) *DenyCache {
 // its errors (see Store).
 func (c *DenyCache) Charge(ctx context.Context, identity string, plan Plan, cost int64) (Decision, error) {
 	now := c.now()
-	c.mu.Lock()
-	e, ok := c.denied[identity]
-	c.mu.Unlock()
-	if ok && cost >= e.cost && now.Before(e.until) && slices.Equal(e.limits, plan.Limits) {
-		d := e.d
-		d.Cost, d.RetryAfter = cost, e.until.Sub(now)
+	if d, ok := c.remembered(identity, plan, cost, now); ok {
 		return d, nil
 	}
 	d, err := c.store.Charge(ctx, identity, plan, cost)
@@ -101,6 +96,26 @@ func (c *DenyCache) Charge(ctx context.Context, identity string, plan Plan, cost
 		c.mu.Unlock()
 	}
 	return d, err
+}
+
+// Denies reports whether a charge of cost would be denied from memory, and
+// with what decision, without asking the store: a caller that would do
+// I/O only to pick between costs can skip it when every one is denied.
+func (c *DenyCache) Denies(identity string, plan Plan, cost int64) (Decision, bool) {
+	return c.remembered(identity, plan, cost, c.now())
+}
+
+// remembered is the denial of cost a remembered one covers at now.
+func (c *DenyCache) remembered(identity string, plan Plan, cost int64, now time.Time) (Decision, bool) {
+	c.mu.Lock()
+	e, ok := c.denied[identity]
+	c.mu.Unlock()
+	if !ok || cost < e.cost || !now.Before(e.until) || !slices.Equal(e.limits, plan.Limits) {
+		return Decision{}, false
+	}
+	d := e.d
+	d.Cost, d.RetryAfter = cost, e.until.Sub(now)
+	return d, true
 }
 
 // Peek asks the store, and returns its errors: a look at usage is never

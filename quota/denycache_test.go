@@ -61,6 +61,13 @@ func TestDenyCache(t *testing.T) {
 	if n := trips.n.Load() - before; n != 0 {
 		t.Errorf("1000 charges of a denied cost made %d round trips, want none", n)
 	}
+	// Denies says the same without charging; a cheaper cost is not covered.
+	if d, ok := c.Denies("a", p, 6); !ok || d.Allowed || d.Cost != 6 || d.RetryAfter <= 0 {
+		t.Errorf("Denies of a covered cost: %+v, %v", d, ok)
+	}
+	if _, ok := c.Denies("a", p, 4); ok {
+		t.Error("Denies of a cost below the denied one: true")
+	}
 	if d := charge(t, c, "a", p, 3); !d.Allowed {
 		t.Errorf("a cheaper charge that fits: %+v", d)
 	}
