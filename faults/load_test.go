@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +43,16 @@ func (r result) took() time.Duration { return r.end.Sub(r.start) }
 func (r result) late(closed bool) bool {
 	o := r.outcome()
 	return o != charged && r.took() >= quotaTimeout/2 && slices.Contains(redisFailing(closed), o)
+}
+
+// slowQuery reports a response that is the answer to a database query
+// that ran out of time: a 504 query-timeout, its charge given back or being
+// given back, after at least the query timeout. On a loaded machine a query
+// can outlast the timeout whatever the fault, and that answer is right at
+// any time; that nothing stays charged for it is checked apart.
+func (r result) slowQuery() bool {
+	o := r.outcome()
+	return strings.HasPrefix(o, "504 query-timeout ") && r.took() >= queryTimeout
 }
 
 // outcome names a response as the failure policy does: its status, its

@@ -27,7 +27,7 @@ func periodUsage(l Limit, used, end, cost int64, admitted bool) limitUsage {
 //
 // index is, for an admitted charge, the index of its record, counted since
 // the identity's log began, and -1 when nothing was admitted.
-func decide(identity string, plan Plan, cost int64, allowed bool, now, index int64, raw []limitUsage, periods []periodMark) Decision {
+func decide(identity string, plan Plan, cost int64, allowed bool, now, index int64, raw []limitUsage, periods *periodMarks) Decision {
 	d := Decision{Allowed: allowed, Cost: cost, Limits: make([]LimitState, len(plan.Limits))}
 	var freeAt int64 = -1
 	for i, l := range plan.Limits {
@@ -42,8 +42,7 @@ func decide(identity string, plan Plan, cost int64, allowed bool, now, index int
 	}
 	d.Binding = leastRemaining(d.Limits)
 	if index >= 0 {
-		d.Receipt = Receipt{identity: identity, index: index, at: now, cost: cost}
-		copy(d.Receipt.periods[:], periods)
+		d.Receipt = Receipt{identity: identity, index: index, at: now, cost: cost, periods: periods}
 	}
 	return d
 }

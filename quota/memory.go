@@ -26,7 +26,8 @@ type Memory struct {
 type memCounter struct{ start, end, used int64 }
 
 type memLog struct {
-	entries []memEntry // in admit order, which is time order
+	entries []memEntry // in admit order, which is time order: a window of buf
+	buf     []memEntry // the array entries live in, whole
 	first   int64      // the index of entries[0], counted since the log began, as in Redis
 	expires int64      // microseconds: one longest window after the last admit, like a Redis key's TTL
 	last    int64      // the latest time seen
@@ -87,14 +88,20 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 	// Time never runs back, as in the Redis script.
 	lg.last = max(lg.last, now)
 	now = lg.last
-	var wmax int64
 	raw := make([]limitUsage, len(plan.Limits))
 	allowed := true
 	sliding, periods := plan.split()
+	var wmax int64
+	for _, i := range sliding {
+		wmax = max(wmax, plan.Limits[i].Window.Microseconds())
+	}
+	// What left the longest window left every window: dropped first, the
+	// entries each search below passes over are only those between its
+	// window and the longest, none for the longest itself.
+	lg.trim(now - wmax)
 	for _, i := range sliding {
 		l := plan.Limits[i]
 		w := l.Window.Microseconds()
-		wmax = max(wmax, w)
 		raw[i] = lg.usage(now-w, cost-l.Max, w)
 		allowed = allowed && raw[i].used+cost <= l.Max
 	}
@@ -108,13 +115,12 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 		}
 		allowed = allowed && counts[k].used+cost <= l.Max
 	}
-	lg.trim(now - wmax)
 
 	index := int64(-1)
 	admitted := allowed && record
 	if admitted {
 		index = lg.first + int64(len(lg.entries))
-		lg.entries = append(lg.entries, memEntry{at: now, cost: cost, cum: lg.total() + cost}) // time never runs back: still in order
+		lg.push(memEntry{at: now, cost: cost, cum: lg.total() + cost}) // time never runs back: still in order
 		lg.expires = now + wmax
 		for _, i := range sliding {
 			// The new entry is in every window; it is the oldest only of an
@@ -132,7 +138,7 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 			m.counters[identity][plan.Limits[i].Name] = counts[k]
 		}
 	}
-	marks := make([]periodMark, len(periods))
+	marks := newPeriodMarks(len(periods))
 	for k, i := range periods {
 		raw[i] = periodUsage(plan.Limits[i], counts[k].used, counts[k].end, cost, admitted)
 		marks[k] = periodMark{name: plan.Limits[i].Name, start: counts[k].start}
@@ -153,23 +159,52 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 func (lg *memLog) usage(cut, excess, w int64) limitUsage {
 	u := limitUsage{oldest: -1, freeAt: -1}
 	es := lg.entries
-	in := sort.Search(len(es), func(i int) bool { return es[i].at > cut })
+	in := firstAfter(es, cut)
 	if in == len(es) {
 		return u
 	}
 	before := es[in].cum - es[in].cost
 	u.used = lg.total() - before
-	// The first entry whose cum passes a total is the one that brings it.
-	after := func(total int64) int64 {
-		return es[sort.Search(len(es), func(i int) bool { return es[i].cum > total })].at
-	}
 	if u.used > 0 {
-		u.oldest = after(before) // refunded entries are not the oldest
+		u.oldest = es[firstAbove(es, in, before)].at // refunded entries are not the oldest
 	}
 	if need := u.used + excess; need > 0 {
-		u.freeAt = after(before+need-1) + w
+		u.freeAt = es[firstAbove(es, in, before+need-1)].at + w
 	}
 	return u
+}
+
+// firstAfter returns the index of the first entry admitted after cut, or
+// len(es). It gallops from the front, then bisects: the entries a call
+// passes over are the few that have just left a window, so the answer is
+// most often found in a step or two rather than in log n.
+func firstAfter(es []memEntry, cut int64) int {
+	lo, hi := 0, 1
+	for hi <= len(es) && es[hi-1].at <= cut {
+		lo, hi = hi, 2*hi
+	}
+	// es[lo-1] is at or before cut; the answer is in [lo, min(hi, len)).
+	hi = min(hi, len(es))
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if es[mid].at > cut {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+// firstAbove returns the index of the first entry from i on whose cum
+// passes total: the entry that brings the log's running total above it. It
+// is most often es[i] itself (an entry not refunded), so that is tried
+// before a bisection.
+func firstAbove(es []memEntry, i int, total int64) int {
+	if es[i].cum > total {
+		return i
+	}
+	return i + sort.Search(len(es)-i, func(k int) bool { return es[i+k].cum > total })
 }
 
 // total is the cum of the newest entry.
@@ -200,12 +235,35 @@ func (lg *memLog) recount(i int) {
 	}
 }
 
-// trim drops the entries admitted at or before cut, without a copy: append
-// copies the rest when it next needs room, amortised O(1) an entry.
+// push appends e. Entries leave from the front (trim) and arrive at the
+// back, so when the back reaches the end of buf the log slides down to its
+// start: an identity at a steady rate reuses one array rather than
+// allocating a new one every few hundred charges. buf is made anew, twice
+// the log, when the log fills more than half of it (here) or less than a
+// quarter (trim, after a burst).
+func (lg *memLog) push(e memEntry) {
+	if n := len(lg.entries); n == cap(lg.entries) {
+		if size := cap(lg.buf); size == 0 || 2*n > size {
+			lg.buf = make([]memEntry, max(2*n, minLogBuf))
+		}
+		lg.entries = lg.buf[:copy(lg.buf, lg.entries)]
+	}
+	lg.entries = append(lg.entries, e)
+}
+
+// minLogBuf is the smallest array a log keeps.
+const minLogBuf = 8
+
+// trim drops the entries admitted at or before cut, without a copy: push
+// slides the rest down when it next needs room, amortised O(1) an entry.
 func (lg *memLog) trim(cut int64) {
-	k := sort.Search(len(lg.entries), func(i int) bool { return lg.entries[i].at > cut })
+	k := firstAfter(lg.entries, cut)
 	lg.entries = lg.entries[k:]
 	lg.first += int64(k)
+	if n := len(lg.entries); cap(lg.buf) > minLogBuf && 4*n < cap(lg.buf) {
+		lg.buf = make([]memEntry, max(2*n, minLogBuf))
+		lg.entries = lg.buf[:copy(lg.buf, lg.entries)]
+	}
 }
 
 // sweep drops expired identities now and then, so idle ones vanish as their
@@ -259,10 +317,7 @@ func (m *Memory) Settle(_ context.Context, rc Receipt, actual int64) (Receipt, b
 	if actual != rc.cost {
 		// The periods the charge was counted in give back the difference
 		// too, if they are still the counters' periods.
-		for _, p := range rc.periods {
-			if p.name == "" {
-				break
-			}
+		for _, p := range rc.marks() {
 			if c, ok := m.counters[rc.identity][p.name]; ok && c.start == p.start {
 				c.used = max(c.used-(rc.cost-actual), 0)
 				m.counters[rc.identity][p.name] = c

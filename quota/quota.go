@@ -84,15 +84,16 @@ func (p Plan) Validate() error {
 		return invalid("plan %q has no limits", p.Name)
 	}
 	sliding := 0
-	seen := make(map[string]bool, len(p.Limits))
-	for _, l := range p.Limits {
+	// Every charge validates its plan: with a few limits, looking for a
+	// name twice by scanning is cheaper than a set.
+	for i, l := range p.Limits {
 		if err := l.Period.valid(); err != nil {
 			return invalid("plan %q: limit %q: %v", p.Name, l.Name, err)
 		}
 		switch {
 		case !isToken(l.Name):
 			return invalid("plan %q: limit name %q must be letters, digits, '-', '_' or '.'", p.Name, l.Name)
-		case seen[l.Name]:
+		case slices.ContainsFunc(p.Limits[:i], func(o Limit) bool { return o.Name == l.Name }):
 			return invalid("plan %q: limit name %q appears twice", p.Name, l.Name)
 		case l.Max < 1 || l.Max > MaxUnits:
 			return invalid("plan %q: limit %q: max %d is not in [1, %d]", p.Name, l.Name, l.Max, int64(MaxUnits))
@@ -101,7 +102,6 @@ func (p Plan) Validate() error {
 		case l.Period == Sliding && (l.Window < time.Millisecond || l.Window%time.Millisecond != 0):
 			return invalid("plan %q: limit %q: window %s is not a whole number of milliseconds", p.Name, l.Name, l.Window)
 		}
-		seen[l.Name] = true
 		if l.Period == Sliding {
 			sliding++
 		}
@@ -230,9 +230,10 @@ type Receipt struct {
 	index    int64 // the charge's record, counted since the identity's log began
 	at       int64 // admit time, microseconds since the Unix epoch
 	cost     int64
-	// periods are the calendar periods it was counted in: an array, so a
-	// Receipt stays comparable.
-	periods [MaxPeriods]periodMark
+	// periods are the calendar periods it was counted in, nil for none:
+	// behind a pointer, so a Receipt stays small (it is copied with every
+	// Decision) and comparable.
+	periods *periodMarks
 }
 
 // MaxPeriods is the most Period limits a plan may have.
@@ -242,6 +243,30 @@ const MaxPeriods = 4
 type periodMark struct {
 	name  string
 	start int64 // microseconds since the Unix epoch
+}
+
+// periodMarks are the periods of a charge, in plan order, then empty.
+type periodMarks [MaxPeriods]periodMark
+
+// newPeriodMarks returns room for the marks of n periods: nil for none.
+func newPeriodMarks(n int) *periodMarks {
+	if n == 0 {
+		return nil
+	}
+	return new(periodMarks)
+}
+
+// marks returns the periods the charge was counted in.
+func (r Receipt) marks() []periodMark {
+	if r.periods == nil {
+		return nil
+	}
+	for i, m := range r.periods {
+		if m.name == "" {
+			return r.periods[:i]
+		}
+	}
+	return r.periods[:]
 }
 
 // Cost returns the units the receipt holds charged.

@@ -133,7 +133,7 @@ func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64,
 			raw[i].freeAt = extra.field(2 + k)
 		}
 	}
-	marks := make([]periodMark, np)
+	marks := newPeriodMarks(np)
 	for k, i := range periods {
 		used, start, end := ps.field(1+3*k), ps.field(2+3*k), ps.field(3+3*k)
 		raw[i] = periodUsage(plan.Limits[i], used, end, cost, admitted)
@@ -289,10 +289,7 @@ func (r *Redis) settle(ctx context.Context, rc Receipt, actual int64) (Receipt, 
 	}
 	keys := []string{r.key(rc.identity)}
 	args := []any{rc.index, rc.at, rc.cost, actual}
-	for _, m := range rc.periods {
-		if m.name == "" {
-			break
-		}
+	for _, m := range rc.marks() {
 		if len(keys) == 1 {
 			keys = append(keys, r.countersKey(rc.identity))
 		}

@@ -57,7 +57,7 @@ func (g *Gate) writeHeaders(h http.Header, plan string, d quota.Decision) {
 	if len(d.Limits) == 0 {
 		return
 	}
-	g.headers.write(h, d, g.policies.policy(plan, d))
+	g.headers.write(h, d, g.policies.policy(plan, d), nil)
 }
 
 // New returns a gate that charges store. A plan is required (WithPlan or
@@ -135,7 +135,9 @@ func (g *Gate) caller(r *http.Request) (string, quota.Plan, error) {
 }
 
 // serve identifies, prices and charges the request, then serves it with
-// next or refuses it.
+// next or refuses it. It is on the path of every request: errors are
+// matched only once there is one, and an Event is built only for an
+// observer.
 func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	identity, plan, err := g.caller(r)
 	if err != nil {
@@ -143,14 +145,12 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 		return
 	}
 	m := &metering{gate: g, w: w, r: r, Metering: Metering{Identity: identity, Plan: plan}}
-	m.Cost, err = g.price(r)
-	var refused *RefusedError
-	switch {
-	case errors.As(err, &refused):
-		g.refuse(w, r, next, m, err)
-		return
-	case err != nil:
-		g.onError(w, r, err)
+	if m.Cost, err = g.price(r); err != nil {
+		if refused := (*RefusedError)(nil); errors.As(err, &refused) {
+			g.refuse(w, r, next, m, err)
+		} else {
+			g.onError(w, r, err)
+		}
 		return
 	}
 
@@ -159,11 +159,21 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 		start = time.Now() // the clock is read only for an observer
 	}
 	d, err := g.charge(r.Context(), identity, plan, m.Cost)
+	if err == nil && d.Allowed {
+		if g.observed {
+			g.observe(r, Event{Kind: EventAllowed, Identity: identity, Plan: plan, Cost: m.Cost, Decision: d, Latency: time.Since(start)})
+		}
+		m.Status, m.Decision = StatusCharged, d
+		g.headers.write(w.Header(), d, g.policies.policy(plan.Name, d), &m.values)
+		setStatus(w.Header(), StatusCharged)
+		g.run(w, r, next, m)
+		return
+	}
+
 	e := Event{Identity: identity, Plan: plan, Cost: m.Cost, Decision: d, Err: err}
 	if g.observed {
 		e.Latency = time.Since(start)
 	}
-
 	var tooCostly *quota.TooCostlyError
 	switch {
 	case errors.As(err, &tooCostly):
@@ -186,18 +196,11 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 		m.Status = StatusUnmetered
 		setStatus(w.Header(), StatusUnmetered)
 		g.run(w, r, next, m)
-	case !d.Allowed:
+	default: // denied
 		e.Kind = EventDenied
 		g.observe(r, e)
 		g.writeHeaders(w.Header(), plan.Name, d)
 		g.refuse(w, r, next, m, &DeniedError{Identity: identity, Plan: plan, Cost: m.Cost, Decision: d})
-	default:
-		e.Kind = EventAllowed
-		g.observe(r, e)
-		m.Status, m.Decision = StatusCharged, d
-		g.writeHeaders(w.Header(), plan.Name, d)
-		setStatus(w.Header(), StatusCharged)
-		g.run(w, r, next, m)
 	}
 }
 
@@ -222,7 +225,8 @@ func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, next http.Handler,
 // refunds the charge if the handler fails: a refunded status, a panic, or
 // a client gone before the work began.
 func (g *Gate) run(w http.ResponseWriter, r *http.Request, next http.Handler, m *metering) {
-	ctx := context.WithValue(r.Context(), meteringKey{}, m)
+	m.Context = r.Context() // m is the handler's context: see metering.Value
+	ctx := context.Context(m)
 	if err := ctx.Err(); err != nil {
 		m.refund(ctx)
 		g.onError(w, r, err)

@@ -198,6 +198,60 @@ func TestSettleLowersTheCharge(t *testing.T) {
 	}
 }
 
+// The handler's context is the request's with the metering in it: values
+// set before the gate, the metering from a context derived in the handler,
+// and the request's cancellation and its cause all reach the handler.
+func TestHandlerContext(t *testing.T) {
+	store, _ := fixedStore()
+	type key struct{}
+	gone := errors.New("client gone")
+	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), key{}, "outer"))
+	started, release := make(chan struct{}), make(chan struct{})
+	var (
+		value  any
+		m      quotahttp.Metering
+		gated  bool
+		cause  error
+		bounds bool
+	)
+	h := quotahttp.Limit(store, mustPlan(t, quota.PerMinute(100)))(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			inner, stop := context.WithTimeout(r.Context(), time.Minute)
+			defer stop()
+			value = inner.Value(key{})
+			m, gated = quotahttp.FromContext(inner)
+			close(started)
+			<-release
+			select {
+			case <-inner.Done():
+				cause = context.Cause(inner)
+			case <-time.After(5 * time.Second):
+			}
+			_, bounds = inner.Deadline()
+		}))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(httptest.NewRecorder(), request(1).WithContext(ctx))
+	}()
+	<-started
+	cancel(gone)
+	close(release)
+	<-done
+	if value != "outer" {
+		t.Errorf("a value of the request's context: %v, want outer", value)
+	}
+	if !gated || m.Status != quotahttp.StatusCharged {
+		t.Errorf("FromContext on a context derived in the handler: %+v, %v", m, gated)
+	}
+	if !errors.Is(cause, gone) {
+		t.Errorf("the request's cancellation reached the handler as %v, want its cause %v", cause, gone)
+	}
+	if !bounds {
+		t.Error("a deadline set in the handler is lost")
+	}
+}
+
 // A store that cannot be reached: fail open serves unmetered, fail closed
 // answers 503, both within the budget. The stores are real Redis clients
 // of a port that refuses, and of one that accepts and never answers.
@@ -487,6 +541,34 @@ func TestPolicyFollowsThePlan(t *testing.T) {
 		h.ServeHTTP(w, requestTo(c.target, 1))
 		if got := w.Header().Get("RateLimit-Policy"); got != c.want {
 			t.Errorf("request %d: RateLimit-Policy %q, want %q", i, got, c.want)
+		}
+	}
+}
+
+// Headers longer than the room the gate keeps for them (four limits with
+// long names) come out whole.
+func TestHeadersOfManyLimits(t *testing.T) {
+	store, _ := fixedStore()
+	plan := mustPlan(t,
+		quota.Limit{Name: "a-rather-long-burst-limit-name", Max: 50, Window: 5 * time.Second},
+		quota.Limit{Name: "a-rather-long-minute-limit-name", Max: 300, Window: time.Minute},
+		quota.Limit{Name: "a-rather-long-hour-limit-name", Max: 9000, Window: time.Hour},
+		quota.Limit{Name: "a-rather-long-daily-limit-name", Max: 100_000, Period: quota.Day},
+	)
+	w := httptest.NewRecorder()
+	quotahttp.New(store, quotahttp.WithPlan(plan), quotahttp.WithCost(costHeader)).Handler(
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, request(7))
+	want := map[string]string{
+		"RateLimit": `"a-rather-long-burst-limit-name";r=43;t=5, "a-rather-long-minute-limit-name";r=293;t=60, ` +
+			`"a-rather-long-hour-limit-name";r=8993;t=3600, "a-rather-long-daily-limit-name";r=99993;t=43200`,
+		"X-RateLimit-Limit":     "50",
+		"X-RateLimit-Remaining": "43",
+		"X-RateLimit-Reset":     "5",
+		"X-RateLimit-Cost":      "7",
+	}
+	for key, v := range want {
+		if got := w.Header().Get(key); got != v {
+			t.Errorf("%s: %q, want %q", key, got, v)
 		}
 	}
 }

@@ -4,9 +4,10 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/tileapi/tileapi/quota"
 )
@@ -48,11 +49,15 @@ var ExposedHeaders = []string{
 // policyCache holds the RateLimit-Policy of each plan a gate has seen: it
 // changes only with the plan, and building it is a good part of what the
 // headers cost a request.
-type policyCache struct{ plans sync.Map } // plan name → *cachedPolicy
+type policyCache struct {
+	plans sync.Map                     // plan name → *cachedPolicy
+	last  atomic.Pointer[cachedPolicy] // the one used last: most gates have one plan, or a few
+}
 
 // cachedPolicy is what the headers of a plan's decisions share: its
 // RateLimit-Policy, and each limit's maximum as an X-RateLimit-Limit value.
 type cachedPolicy struct {
+	plan   string
 	limits []quota.Limit
 	policy []string   // the header's value, shared: cap 1, so an append copies
 	maxes  [][]string // X-RateLimit-Limit, by limit, shared likewise
@@ -60,19 +65,29 @@ type cachedPolicy struct {
 
 // policy returns the shared header values of d's limits, under plan.
 func (c *policyCache) policy(plan string, d quota.Decision) *cachedPolicy {
+	if p := c.last.Load(); p != nil && p.plan == plan && p.matches(d) {
+		return p
+	}
 	if v, ok := c.plans.Load(plan); ok {
-		p := v.(*cachedPolicy)
-		if len(p.limits) == len(d.Limits) && slices.EqualFunc(p.limits, d.Limits, func(l quota.Limit, s quota.LimitState) bool { return l == s.Limit }) {
+		if p := v.(*cachedPolicy); p.matches(d) {
+			c.last.Store(p)
 			return p
 		}
 	}
-	p := newCachedPolicy(d)
+	p := newCachedPolicy(plan, d)
 	c.plans.Store(plan, p)
+	c.last.Store(p)
 	return p
 }
 
-func newCachedPolicy(d quota.Decision) *cachedPolicy {
+// matches reports whether p was built from d's limits.
+func (p *cachedPolicy) matches(d quota.Decision) bool {
+	return slices.EqualFunc(p.limits, d.Limits, func(l quota.Limit, s quota.LimitState) bool { return l == s.Limit })
+}
+
+func newCachedPolicy(plan string, d quota.Decision) *cachedPolicy {
 	p := &cachedPolicy{
+		plan:   plan,
 		limits: make([]quota.Limit, len(d.Limits)),
 		policy: []string{string(appendPolicy(nil, d))}[:1:1],
 		maxes:  make([][]string, len(d.Limits)),
@@ -109,57 +124,63 @@ var (
 	keyStatus    = http.CanonicalHeaderKey(HeaderStatus)
 )
 
+// headerValues is where write keeps what it sets. The map's slices share
+// vals, each a full slice of one, so an append copies; the values share
+// text, into which they are written once and never again, so a string may
+// stand on it without a copy (as strings.Builder's does on its bytes).
+type headerValues struct {
+	vals [4]string
+	text [112]byte // two limits' worth; more spill to the heap
+}
+
 // write sets the headers of d; it is on the path of every request, so it
-// builds them by hand rather than with fmt.
-func (hs Headers) write(h http.Header, d quota.Decision, cp *cachedPolicy) {
+// builds them by hand rather than with fmt. vals, if not nil, is where the
+// values are kept, and must not have been written before; nil allocates.
+func (hs Headers) write(h http.Header, d quota.Decision, cp *cachedPolicy, vals *headerValues) {
 	if len(d.Limits) == 0 {
 		return
 	}
 	if cp == nil {
-		cp = newCachedPolicy(d)
+		cp = newCachedPolicy("", d)
 	}
-	// Every value is written into one string, then cut: ends records where
+	if vals == nil {
+		vals = new(headerValues)
+	}
+	// Every value is written into one text, then cut: ends records where
 	// each value ends.
 	var ends [4]int
-	var sb strings.Builder
-	sb.Grow(48*len(d.Limits) + 48)
-	var num [20]byte
+	text := vals.text[:0]
 	if hs&HeadersDraft != 0 {
 		for i, l := range d.Limits {
 			if i > 0 {
-				sb.WriteString(", ")
+				text = append(text, ", "...)
 			}
-			sb.WriteByte('"')
-			sb.WriteString(l.Limit.Name)
-			sb.WriteString(`";r=`)
-			sb.Write(strconv.AppendInt(num[:0], l.Remaining, 10))
-			sb.WriteString(";t=")
-			sb.Write(strconv.AppendInt(num[:0], ceilSeconds(l.ResetAfter), 10))
+			text = append(append(append(text, '"'), l.Limit.Name...), `";r=`...)
+			text = strconv.AppendInt(text, l.Remaining, 10)
+			text = strconv.AppendInt(append(text, ";t="...), ceilSeconds(l.ResetAfter), 10)
 		}
 	}
-	ends[0] = sb.Len()
+	ends[0] = len(text)
 	if hs&HeadersX != 0 {
 		b := d.BindingLimit()
 		for i, v := range [3]int64{b.Remaining, ceilSeconds(b.ResetAfter), d.Cost} {
-			sb.Write(strconv.AppendInt(num[:0], v, 10))
-			ends[i+1] = sb.Len()
+			text = strconv.AppendInt(text, v, 10)
+			ends[i+1] = len(text)
 		}
 	}
-	all := sb.String()
-	// One backing array for the map's slices too.
-	vals := make([]string, 0, 4)
-	set := func(key, v string) {
-		vals = append(vals, v)
-		h[key] = vals[len(vals)-1 : len(vals) : len(vals)]
+	all := unsafe.String(unsafe.SliceData(text), len(text))
+	set := func(i int, key, v string) {
+		vals.vals[i] = v
+		h[key] = vals.vals[i : i+1 : i+1]
 	}
 	if hs&HeadersDraft != 0 {
 		h[keyPolicy] = cp.policy
-		set(keyState, all[:ends[0]])
+		set(0, keyState, all[:ends[0]])
 	}
 	if hs&HeadersX != 0 {
 		h[keyLimit] = cp.maxes[d.Binding]
 		for i, key := range [3]string{keyRemaining, keyReset, keyCost} {
-			set(key, all[ends[i]:ends[i+1]])
+			set(i+1, key, all[ends[i]:ends[i+1]])
 		}
 	}
 }

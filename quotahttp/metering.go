@@ -55,16 +55,29 @@ type Metering struct {
 
 type meteringKey struct{}
 
-// metering is the state of one gated request.
+// metering is the state of one gated request. It is also the context its
+// handler runs in, the request's own with the metering as a value: one
+// allocation where context.WithValue would add a second.
 type metering struct {
+	context.Context // the request's, once the handler runs
 	Metering
-	gate *Gate
-	w    http.ResponseWriter
-	r    *http.Request  // the request as the gate received it, for the observer
-	rw   responseWriter // the handler's writer, allocated with the rest
+	gate   *Gate
+	w      http.ResponseWriter
+	r      *http.Request  // the request as the gate received it, for the observer
+	rw     responseWriter // the handler's writer, allocated with the rest
+	values headerValues   // the first quota headers' values, allocated with the rest
 
 	mu       sync.Mutex
 	refunded bool
+}
+
+// Value returns the metering for its key, and asks the request's context
+// for any other.
+func (m *metering) Value(key any) any {
+	if key == (meteringKey{}) {
+		return m
+	}
+	return m.Context.Value(key)
 }
 
 // FromContext returns what the gate did for the request whose context is
