@@ -88,21 +88,31 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 	// Time never runs back, as in the Redis script.
 	lg.last = max(lg.last, now)
 	now = lg.last
-	raw := make([]limitUsage, len(plan.Limits))
+	// The usage of up to 8 limits is kept on the stack.
+	var rawArr [8]limitUsage
+	raw := rawArr[:]
+	if len(plan.Limits) > len(rawArr) {
+		raw = make([]limitUsage, len(plan.Limits))
+	}
+	raw = raw[:len(plan.Limits)]
 	allowed := true
 	sliding, periods := plan.split()
 	var wmax int64
 	for _, i := range sliding {
 		wmax = max(wmax, plan.Limits[i].Window.Microseconds())
 	}
-	// What left the longest window left every window: dropped first, the
-	// entries each search below passes over are only those between its
-	// window and the longest, none for the longest itself.
+	// What left the longest window left every window: dropped first, what
+	// remains is all in the longest window, and a shorter one holds the
+	// newest entries, so its search starts from the back.
 	lg.trim(now - wmax)
 	for _, i := range sliding {
 		l := plan.Limits[i]
 		w := l.Window.Microseconds()
-		raw[i] = lg.usage(now-w, cost-l.Max, w)
+		in := 0
+		if w < wmax {
+			in = firstAfterFromBack(lg.entries, now-w)
+		}
+		raw[i] = lg.usage(in, cost-l.Max, w)
 		allowed = allowed && raw[i].used+cost <= l.Max
 	}
 	counts := make([]memCounter, len(periods))
@@ -152,14 +162,13 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 	return decide(identity, plan, cost, allowed, now, index, raw, marks)
 }
 
-// usage measures the window that holds the entries admitted after cut. excess
-// is cost - max: when used exceeds it, the cost does not fit, and freeAt is
-// when enough weight will have left (window w later than the entry whose
-// departure covers the excess).
-func (lg *memLog) usage(cut, excess, w int64) limitUsage {
+// usage measures the window of length w that holds the entries from index
+// in on. excess is cost - max: when used exceeds it, the cost does not fit,
+// and freeAt is when enough weight will have left (window w later than the
+// entry whose departure covers the excess).
+func (lg *memLog) usage(in int, excess, w int64) limitUsage {
 	u := limitUsage{oldest: -1, freeAt: -1}
 	es := lg.entries
-	in := firstAfter(es, cut)
 	if in == len(es) {
 		return u
 	}
@@ -184,7 +193,26 @@ func firstAfter(es []memEntry, cut int64) int {
 		lo, hi = hi, 2*hi
 	}
 	// es[lo-1] is at or before cut; the answer is in [lo, min(hi, len)).
-	hi = min(hi, len(es))
+	return firstAfterIn(es, lo, min(hi, len(es)), cut)
+}
+
+// firstAfterFromBack is firstAfter galloping from the back, for a window
+// shorter than the log's, which holds its newest entries.
+func firstAfterFromBack(es []memEntry, cut int64) int {
+	hi := len(es) // es[hi:] are after cut
+	for step := 1; ; step *= 2 {
+		lo := hi - step
+		if lo < 0 || es[lo].at <= cut {
+			// The answer is in [max(lo+1, 0), hi].
+			return firstAfterIn(es, max(lo+1, 0), hi, cut)
+		}
+		hi = lo
+	}
+}
+
+// firstAfterIn bisects [lo, hi) for the first entry admitted after cut,
+// hi if none is.
+func firstAfterIn(es []memEntry, lo, hi int, cut int64) int {
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
 		if es[mid].at > cut {

@@ -58,8 +58,8 @@ func TestMemoryLogSlides(t *testing.T) {
 	}
 }
 
-// TestFirstAfterAndAbove checks the galloping and shortcut searches against
-// sort.Search on random logs.
+// TestFirstAfterAndAbove checks the galloping searches, from the front and
+// from the back, and the shortcut one against sort.Search on random logs.
 func TestFirstAfterAndAbove(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 2_000 {
@@ -76,6 +76,9 @@ func TestFirstAfterAndAbove(t *testing.T) {
 		want := sort.Search(n, func(i int) bool { return es[i].at > cut })
 		if got := firstAfter(es, cut); got != want {
 			t.Fatalf("firstAfter(%v, %d) = %d, want %d", es, cut, got, want)
+		}
+		if got := firstAfterFromBack(es, cut); got != want {
+			t.Fatalf("firstAfterFromBack(%v, %d) = %d, want %d", es, cut, got, want)
 		}
 		if want == n {
 			continue
