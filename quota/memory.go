@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"hash/maphash"
 	"sort"
 	"sync"
 	"time"
@@ -11,15 +12,27 @@ import (
 // Redis: for a service with a single process, and as the reference model
 // that Redis is tested against. It keeps the plain log with a running total
 // on each entry, so a window's sum, its oldest charge and the time a cost
-// fits are each a binary search: a decision is O(log n), and entries leave
-// the log without a copy.
+// fits are each a search: a decision is O(log n), and entries leave the log
+// without a copy. Callers are spread over shards, each with its own lock,
+// so that charges of different callers on different cores do not wait for
+// one another.
 type Memory struct {
-	now func() time.Time
+	now    func() time.Time
+	seed   maphash.Seed
+	shards [memShards]memShard
+}
 
+// memShards is the number of shards of a Memory: a power of two, and
+// enough that few of a machine's cores meet on one lock.
+const memShards = 32
+
+// memShard holds the identities that hash to it.
+type memShard struct {
 	mu       sync.Mutex
 	logs     map[string]*memLog
 	counters map[string]map[string]memCounter // identity -> period limit -> its count
 	calls    int
+	_        [64]byte // keeps the locks of two shards off one cache line
 }
 
 // memCounter is the count of one period limit, as the script keeps it.
@@ -47,7 +60,17 @@ func NewMemory(now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{now: now, logs: make(map[string]*memLog), counters: make(map[string]map[string]memCounter)}
+	m := &Memory{now: now, seed: maphash.MakeSeed()}
+	for i := range m.shards {
+		m.shards[i].logs = make(map[string]*memLog)
+		m.shards[i].counters = make(map[string]map[string]memCounter)
+	}
+	return m
+}
+
+// shard returns the shard of identity.
+func (m *Memory) shard(identity string) *memShard {
+	return &m.shards[maphash.String(m.seed, identity)%memShards]
 }
 
 // Allow charges a cost of 1: see Charge.
@@ -77,11 +100,12 @@ func (m *Memory) Peek(_ context.Context, identity string, plan Plan) (Decision, 
 func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decision {
 	clock := m.now()
 	now := clock.UnixMicro()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sweep(now)
+	s := m.shard(identity)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweep(now)
 
-	lg, known := m.logs[identity]
+	lg, known := s.logs[identity]
 	if !known {
 		lg = &memLog{}
 	}
@@ -120,7 +144,7 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 		l := plan.Limits[i]
 		start, end := l.Period.spanAt(clock, plan.location()).pick(now)
 		counts[k] = memCounter{start: start, end: end}
-		if c, ok := m.counters[identity][l.Name]; ok && c.start == start {
+		if c, ok := s.counters[identity][l.Name]; ok && c.start == start {
 			counts[k].used = c.used
 		}
 		allowed = allowed && counts[k].used+cost <= l.Max
@@ -140,12 +164,12 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 				raw[i].oldest = now
 			}
 		}
-		if len(periods) > 0 && m.counters[identity] == nil {
-			m.counters[identity] = make(map[string]memCounter)
+		if len(periods) > 0 && s.counters[identity] == nil {
+			s.counters[identity] = make(map[string]memCounter)
 		}
 		for k, i := range periods {
 			counts[k].used += cost
-			m.counters[identity][plan.Limits[i].Name] = counts[k]
+			s.counters[identity][plan.Limits[i].Name] = counts[k]
 		}
 	}
 	marks := newPeriodMarks(len(periods))
@@ -155,9 +179,9 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 	}
 	switch {
 	case lg.weight() == 0:
-		delete(m.logs, identity) // as the script deletes a log with nothing in any window
+		delete(s.logs, identity) // as the script deletes a log with nothing in any window
 	case !known:
-		m.logs[identity] = lg
+		s.logs[identity] = lg
 	}
 	return decide(identity, plan, cost, allowed, now, index, raw, marks)
 }
@@ -296,24 +320,24 @@ func (lg *memLog) trim(cut int64) {
 
 // sweep drops expired identities now and then, so idle ones vanish as their
 // Redis keys would.
-func (m *Memory) sweep(now int64) {
-	m.calls++
-	if m.calls%sweepEvery != 0 {
+func (s *memShard) sweep(now int64) {
+	s.calls++
+	if s.calls%sweepEvery != 0 {
 		return
 	}
-	for id, lg := range m.logs {
+	for id, lg := range s.logs {
 		if now >= lg.expires {
-			delete(m.logs, id)
+			delete(s.logs, id)
 		}
 	}
-	for id, cs := range m.counters {
+	for id, cs := range s.counters {
 		for name, c := range cs {
 			if now >= c.end {
 				delete(cs, name)
 			}
 		}
 		if len(cs) == 0 {
-			delete(m.counters, id)
+			delete(s.counters, id)
 		}
 	}
 }
@@ -332,9 +356,10 @@ func (m *Memory) Settle(_ context.Context, rc Receipt, actual int64) (Receipt, b
 	if err := checkSettle(rc, actual); err != nil {
 		return Receipt{}, false, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	lg := m.logs[rc.identity]
+	s := m.shard(rc.identity)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lg := s.logs[rc.identity]
 	if lg == nil {
 		return Receipt{}, false, nil
 	}
@@ -346,9 +371,9 @@ func (m *Memory) Settle(_ context.Context, rc Receipt, actual int64) (Receipt, b
 		// The periods the charge was counted in give back the difference
 		// too, if they are still the counters' periods.
 		for _, p := range rc.marks() {
-			if c, ok := m.counters[rc.identity][p.name]; ok && c.start == p.start {
+			if c, ok := s.counters[rc.identity][p.name]; ok && c.start == p.start {
 				c.used = max(c.used-(rc.cost-actual), 0)
-				m.counters[rc.identity][p.name] = c
+				s.counters[rc.identity][p.name] = c
 			}
 		}
 	}
@@ -363,9 +388,10 @@ func (m *Memory) Settle(_ context.Context, rc Receipt, actual int64) (Receipt, b
 
 // Reset forgets every charge of identity. It never fails.
 func (m *Memory) Reset(_ context.Context, identity string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.logs, identity)
-	delete(m.counters, identity)
+	s := m.shard(identity)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.logs, identity)
+	delete(s.counters, identity)
 	return nil
 }

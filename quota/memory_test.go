@@ -1,9 +1,12 @@
 package quota
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sort"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestMemoryLogSlides drives one log as a steady client does, entries in
@@ -90,6 +93,101 @@ func TestFirstAfterAndAbove(t *testing.T) {
 		wantAbove := sort.Search(n, func(i int) bool { return es[i].cum > total })
 		if got := firstAbove(es, want, total); got != wantAbove {
 			t.Fatalf("firstAbove(%v, %d, %d) = %d, want %d", es, want, total, got, wantAbove)
+		}
+	}
+}
+
+// TestMemoryForgetsIdleIdentities checks that the shards' sweeps drop the
+// identities whose windows and periods have all passed, as Redis expires
+// their keys, and keep the others.
+func TestMemoryForgetsIdleIdentities(t *testing.T) {
+	ctx := t.Context()
+	c := newClock()
+	m := NewMemory(c.Now)
+	plan := mustPlan(t, "p", PerMinute(10), Limit{Name: "day", Max: 100, Period: Day})
+	for i := range 1_000 {
+		if _, err := m.Charge(ctx, fmt.Sprint("idle-", i), plan, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := m.identities(); n != 1_000 {
+		t.Fatalf("%d identities held after 1,000 charged, want 1,000", n)
+	}
+	c.Set(25 * time.Hour) // past the minute and the day
+	if _, err := m.Charge(ctx, "busy", plan, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Enough calls that every shard sweeps: peeks, which hold nothing.
+	for i := range 4 * memShards * sweepEvery {
+		if _, err := m.Peek(ctx, fmt.Sprint("peek-", i%5_000), plan); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := m.identities(); n != 1 {
+		t.Errorf("%d identities held once all but one are idle, want 1", n)
+	}
+}
+
+// identities counts the identities the store holds a log or a counter of.
+func (m *Memory) identities() int {
+	held := map[string]bool{}
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		for id := range s.logs {
+			held[id] = true
+		}
+		for id := range s.counters {
+			held[id] = true
+		}
+		s.mu.Unlock()
+	}
+	return len(held)
+}
+
+// TestMemoryConcurrentCallers charges 64 identities from 8 goroutines at
+// once, on a clock that stands still: each identity admits exactly its
+// limit, and each admitted charge sees a count no other one saw, so the
+// shards serialize the charges of one identity.
+func TestMemoryConcurrentCallers(t *testing.T) {
+	ctx := t.Context()
+	m := NewMemory(newClock().Now)
+	const identities, max, goroutines = 64, 100, 8
+	plan := mustPlan(t, "p", PerMinute(max))
+	var mu sync.Mutex
+	seen := map[string]map[int64]bool{}
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for round := range 2 * max {
+				for i := range identities {
+					id := fmt.Sprint("id-", (i+g+round)%identities)
+					d, err := m.Charge(ctx, id, plan, 1)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if !d.Allowed {
+						continue
+					}
+					mu.Lock()
+					if seen[id] == nil {
+						seen[id] = map[int64]bool{}
+					}
+					if seen[id][d.Limits[0].Used] {
+						t.Errorf("%s: two charges saw %d used", id, d.Limits[0].Used)
+					}
+					seen[id][d.Limits[0].Used] = true
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range identities {
+		id := fmt.Sprint("id-", i)
+		if n := len(seen[id]); n != max {
+			t.Errorf("%s admitted %d charges, want %d", id, n, max)
 		}
 	}
 }
