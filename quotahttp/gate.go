@@ -240,7 +240,10 @@ func (g *Gate) run(w http.ResponseWriter, r *http.Request, next http.Handler, m 
 			panic(p)
 		}
 	}()
-	next.ServeHTTP(rw, r.WithContext(ctx))
+	// The handler's request is kept in m too: WithContext's copy is made on
+	// the stack and copied in, one allocation fewer a request.
+	m.req = *r.WithContext(ctx)
+	next.ServeHTTP(rw, &m.req)
 	if !rw.wrote && ctx.Err() != nil {
 		// The handler gave up on a client that went away, and answered
 		// nothing: it served nothing.

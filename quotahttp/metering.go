@@ -65,6 +65,7 @@ type metering struct {
 	w      http.ResponseWriter
 	r      *http.Request  // the request as the gate received it, for the observer
 	rw     responseWriter // the handler's writer, allocated with the rest
+	req    http.Request   // the handler's request, allocated with the rest
 	values headerValues   // the first quota headers' values, allocated with the rest
 
 	mu       sync.Mutex
