@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -220,6 +221,11 @@ func TestHandlerContext(t *testing.T) {
 			defer stop()
 			value = inner.Value(key{})
 			m, gated = quotahttp.FromContext(inner)
+			for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+				if s := fmt.Sprintf(format, r.Context()); strings.Contains(s, "secret-key") || !strings.Contains(s, "WithValue") {
+					t.Errorf("the handler's context printed with %s: %s", format, s)
+				}
+			}
 			close(started)
 			<-release
 			select {
@@ -232,7 +238,9 @@ func TestHandlerContext(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		h.ServeHTTP(httptest.NewRecorder(), request(1).WithContext(ctx))
+		r := request(1).WithContext(ctx)
+		r.Header.Set("X-API-Key", "secret-key")
+		h.ServeHTTP(httptest.NewRecorder(), r)
 	}()
 	<-started
 	cancel(gone)

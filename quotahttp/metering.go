@@ -3,6 +3,7 @@ package quotahttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -80,6 +81,20 @@ func (m *metering) Value(key any) any {
 	}
 	return m.Context.Value(key)
 }
+
+// String names the context as the context package's own do, so that a
+// context printed in a log shows its type, never the request's headers
+// (an API key) it holds.
+func (m *metering) String() string {
+	parent := fmt.Sprintf("%T", m.Context)
+	if s, ok := m.Context.(fmt.Stringer); ok {
+		parent = s.String()
+	}
+	return parent + ".WithValue(quotahttp.Metering)"
+}
+
+// GoString is String, for %#v.
+func (m *metering) GoString() string { return m.String() }
 
 // FromContext returns what the gate did for the request whose context is
 // ctx, and false outside a gated handler.
