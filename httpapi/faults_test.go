@@ -18,16 +18,20 @@ import (
 	"github.com/tileapi/tileapi/quota"
 )
 
+// failurePolicies are the two answers to a Redis that does not answer: a
+// request served (unmetered), or refused with 503.
+var failurePolicies = []struct {
+	name       string
+	failClosed bool
+	status     int
+}{{"open", false, http.StatusOK}, {"closed", true, http.StatusServiceUnavailable}}
+
 // A hung Redis (alive, silent) costs a request no more than the quota
 // budget a call, under either failure policy, for every route that uses
 // Redis: the quota, the unknown-key guard and the tile cache.
 func TestHungRedisWithinBudget(t *testing.T) {
 	const budget = 50 * time.Millisecond
-	for _, tc := range []struct {
-		name       string
-		failClosed bool
-		status     int
-	}{{"open", false, http.StatusOK}, {"closed", true, http.StatusServiceUnavailable}} {
+	for _, tc := range failurePolicies {
 		t.Run(tc.name, func(t *testing.T) {
 			redisSrv := testenv.StartRedisServer(t)
 			e := newEnv(t, withRedis("redis://"+redisSrv.Addr), with(func(c *Config) {
@@ -72,11 +76,7 @@ func TestHungRedisWithinBudget(t *testing.T) {
 // reported as itself, and keeps the service ready under fail-open, where
 // requests are still served.
 func TestReadyzWithHungRedis(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		failClosed bool
-		status     int
-	}{{"open", false, http.StatusOK}, {"closed", true, http.StatusServiceUnavailable}} {
+	for _, tc := range failurePolicies {
 		t.Run(tc.name, func(t *testing.T) {
 			redisSrv := testenv.StartRedisServer(t)
 			rdb := redis.NewClient(&redis.Options{Addr: redisSrv.Addr, ContextTimeoutEnabled: true})
