@@ -44,7 +44,16 @@ type memLog struct {
 	first   int64      // the index of entries[0], counted since the log began, as in Redis
 	expires int64      // microseconds: one longest window after the last admit, like a Redis key's TTL
 	last    int64      // the latest time seen
+	cursors []memCursor // where the windows shorter than the longest start
 }
+
+// memCursor remembers where a window of length w started, as an index
+// counted since the log began: windows only move forward, so the next
+// search starts there.
+type memCursor struct{ w, start int64 }
+
+// maxCursors bounds the cursors a log keeps: plans have a few windows.
+const maxCursors = 8
 
 // memEntry is one admitted charge (cost 0 once refunded); cum is the total
 // cost of the log up to and including it, so any window's sum is a
@@ -126,15 +135,15 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 		wmax = max(wmax, plan.Limits[i].Window.Microseconds())
 	}
 	// What left the longest window left every window: dropped first, what
-	// remains is all in the longest window, and a shorter one holds the
-	// newest entries, so its search starts from the back.
+	// remains is all in the longest window; a shorter one starts where its
+	// cursor finds it.
 	lg.trim(now - wmax)
 	for _, i := range sliding {
 		l := plan.Limits[i]
 		w := l.Window.Microseconds()
 		in := 0
 		if w < wmax {
-			in = firstAfterFromBack(lg.entries, now-w)
+			in = lg.windowStart(w, now-w)
 		}
 		raw[i] = lg.usage(in, cost-l.Max, w)
 		allowed = allowed && raw[i].used+cost <= l.Max
@@ -220,18 +229,29 @@ func firstAfter(es []memEntry, cut int64) int {
 	return firstAfterIn(es, lo, min(hi, len(es)), cut)
 }
 
-// firstAfterFromBack is firstAfter galloping from the back, for a window
-// shorter than the log's, which holds its newest entries.
-func firstAfterFromBack(es []memEntry, cut int64) int {
-	hi := len(es) // es[hi:] are after cut
-	for step := 1; ; step *= 2 {
-		lo := hi - step
-		if lo < 0 || es[lo].at <= cut {
-			// The answer is in [max(lo+1, 0), hi].
-			return firstAfterIn(es, max(lo+1, 0), hi, cut)
+// windowStart returns the index of the first entry admitted after cut, for
+// the window of length w. Time never runs back in a log, so a window's
+// start only moves forward: the search gallops from where the window
+// started last time, a step or two on, amortised O(1) a charge.
+func (lg *memLog) windowStart(w, cut int64) int {
+	var c *memCursor
+	for k := range lg.cursors {
+		if lg.cursors[k].w == w {
+			c = &lg.cursors[k]
+			break
 		}
-		hi = lo
 	}
+	if c == nil {
+		if len(lg.cursors) == maxCursors {
+			lg.cursors = lg.cursors[:0] // a caller whose plans keep changing
+		}
+		lg.cursors = append(lg.cursors, memCursor{w: w, start: lg.first})
+		c = &lg.cursors[len(lg.cursors)-1]
+	}
+	from := min(int(max(c.start-lg.first, 0)), len(lg.entries))
+	i := from + firstAfter(lg.entries[from:], cut)
+	c.start = lg.first + int64(i)
+	return i
 }
 
 // firstAfterIn bisects [lo, hi) for the first entry admitted after cut,

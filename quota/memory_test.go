@@ -61,8 +61,8 @@ func TestMemoryLogSlides(t *testing.T) {
 	}
 }
 
-// TestFirstAfterAndAbove checks the galloping searches, from the front and
-// from the back, and the shortcut one against sort.Search on random logs.
+// TestFirstAfterAndAbove checks the galloping search and the shortcut one
+// against sort.Search on random logs.
 func TestFirstAfterAndAbove(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 2_000 {
@@ -79,9 +79,6 @@ func TestFirstAfterAndAbove(t *testing.T) {
 		want := sort.Search(n, func(i int) bool { return es[i].at > cut })
 		if got := firstAfter(es, cut); got != want {
 			t.Fatalf("firstAfter(%v, %d) = %d, want %d", es, cut, got, want)
-		}
-		if got := firstAfterFromBack(es, cut); got != want {
-			t.Fatalf("firstAfterFromBack(%v, %d) = %d, want %d", es, cut, got, want)
 		}
 		if want == n {
 			continue
@@ -189,5 +186,44 @@ func TestMemoryConcurrentCallers(t *testing.T) {
 		if n := len(seen[id]); n != max {
 			t.Errorf("%s admitted %d charges, want %d", id, n, max)
 		}
+	}
+}
+
+// TestWindowStart drives a log as run does, with charges at random times,
+// the longest window trimmed and four shorter ones measured (two of them
+// only now and then, as a caller's plans change), and checks each window's
+// start, found from its cursor, against a search of the whole log.
+func TestWindowStart(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	lg := &memLog{}
+	const longest = 1_000
+	windows := []int64{1, 10, 100, 999}
+	var now, cum int64
+	for step := range 20_000 {
+		now += r.Int64N(5)
+		if r.IntN(3) > 0 {
+			cum++
+			lg.push(memEntry{at: now, cost: 1, cum: cum})
+		}
+		lg.trim(now - longest)
+		for k, w := range windows {
+			if k >= 2 && r.IntN(10) > 0 {
+				continue
+			}
+			want := sort.Search(len(lg.entries), func(i int) bool { return lg.entries[i].at > now-w })
+			if got := lg.windowStart(w, now-w); got != want {
+				t.Fatalf("step %d: the window of %d starts at %d, want %d", step, w, got, want)
+			}
+		}
+	}
+	// More windows than a log keeps cursors for: each still starts right.
+	for w := int64(1); w <= 3*maxCursors; w++ {
+		want := sort.Search(len(lg.entries), func(i int) bool { return lg.entries[i].at > now-w })
+		if got := lg.windowStart(w, now-w); got != want {
+			t.Fatalf("window %d of %d: starts at %d, want %d", w, 3*maxCursors, got, want)
+		}
+	}
+	if len(lg.cursors) > maxCursors {
+		t.Errorf("%d cursors kept, at most %d wanted", len(lg.cursors), maxCursors)
 	}
 }
