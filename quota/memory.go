@@ -39,11 +39,11 @@ type memShard struct {
 type memCounter struct{ start, end, used int64 }
 
 type memLog struct {
-	entries []memEntry // in admit order, which is time order: a window of buf
-	buf     []memEntry // the array entries live in, whole
-	first   int64      // the index of entries[0], counted since the log began, as in Redis
-	expires int64      // microseconds: one longest window after the last admit, like a Redis key's TTL
-	last    int64      // the latest time seen
+	entries []memEntry  // in admit order, which is time order: a window of buf
+	buf     []memEntry  // the array entries live in, whole
+	first   int64       // the index of entries[0], counted since the log began, as in Redis
+	expires int64       // microseconds: one longest window after the last admit, like a Redis key's TTL
+	last    int64       // the latest time seen
 	cursors []memCursor // where the windows shorter than the longest start
 }
 
@@ -225,8 +225,16 @@ func firstAfter(es []memEntry, cut int64) int {
 	for hi <= len(es) && es[hi-1].at <= cut {
 		lo, hi = hi, 2*hi
 	}
-	// es[lo-1] is at or before cut; the answer is in [lo, min(hi, len)).
-	return firstAfterIn(es, lo, min(hi, len(es)), cut)
+	// es[lo-1] is at or before cut; the answer is in [lo, min(hi, len)].
+	for hi = min(hi, len(es)); lo < hi; {
+		mid := int(uint(lo+hi) >> 1)
+		if es[mid].at > cut {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
 }
 
 // windowStart returns the index of the first entry admitted after cut, for
@@ -252,20 +260,6 @@ func (lg *memLog) windowStart(w, cut int64) int {
 	i := from + firstAfter(lg.entries[from:], cut)
 	c.start = lg.first + int64(i)
 	return i
-}
-
-// firstAfterIn bisects [lo, hi) for the first entry admitted after cut,
-// hi if none is.
-func firstAfterIn(es []memEntry, lo, hi int, cut int64) int {
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if es[mid].at > cut {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
-	return lo
 }
 
 // firstAbove returns the index of the first entry from i on whose cum

@@ -140,9 +140,6 @@ func (hs Headers) write(h http.Header, d quota.Decision, cp *cachedPolicy, vals 
 	if len(d.Limits) == 0 {
 		return
 	}
-	if cp == nil {
-		cp = newCachedPolicy("", d)
-	}
 	if vals == nil {
 		vals = new(headerValues)
 	}
