@@ -3,7 +3,9 @@ package plans
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tileapi/tileapi/field"
@@ -46,58 +48,49 @@ func ParseOverrides(b []byte) (Overrides, error) {
 	return o, nil
 }
 
-// With returns p changed by o, validated: the quota plan keeps p's name
-// and the order of its limits, a limit of o with a new name comes after
-// them. A bad override is a *field.Error naming it, for example
+// With returns p changed by o, validated by quota.NewPlan: the quota plan
+// keeps p's name, time zone, history and the order of its limits, and a
+// limit of o with a new name comes after them. A window longer than p's
+// history is refused: the key's charges would outlast what its other plans
+// keep. A bad override is a *field.Error naming it, for example
 // "limits[1].window".
 func (p Plan) With(o Overrides) (Plan, error) {
 	if o.IsZero() {
 		return p, nil
 	}
-	q := quota.Plan{Name: p.Quota.Name, Limits: append([]quota.Limit(nil), p.Quota.Limits...)}
-	seen := make(map[string]bool, len(o.Limits))
+	limits := slices.Clone(p.Quota.Limits)
+	seen := make(map[string]int, len(o.Limits)) // name -> index in o.Limits
 	for i, fl := range o.Limits {
 		at := fmt.Sprintf("limits[%d]", i)
 		l, err := fl.limit()
 		if err != nil {
 			return Plan{}, field.Invalid(at+".window", "%v", err)
 		}
-		if l.Period != quota.Sliding && l.Period != quota.Day && l.Period != quota.Month {
-			return Plan{}, field.Invalid(at+".period", "must be day or month")
-		}
-
-		if seen[l.Name] {
+		if _, twice := seen[l.Name]; twice {
 			return Plan{}, field.Invalid(at+".name", "limit %q is overridden twice", l.Name)
 		}
-		seen[l.Name] = true
-		switch {
-		case l.Max < 1 || l.Max > quota.MaxUnits:
-			return Plan{}, field.Invalid(at+".max", "must be in [1, %d]", int64(quota.MaxUnits))
-		case l.Period == quota.Sliding && (l.Window < time.Millisecond || l.Window%time.Millisecond != 0):
-			return Plan{}, field.Invalid(at+".window", "must be a whole number of milliseconds, at least one")
-		}
-		// The limit alone, with a window beside a period (a plan needs one),
-		// tells whether its name is valid.
-		alone := []quota.Limit{l}
-		if l.Period != quota.Sliding {
-			alone = append(alone, quota.PerSecond(1))
-		}
-		if err := (quota.Plan{Name: p.Name, Limits: alone}).Validate(); err != nil {
-			return Plan{}, field.Invalid(at+".name", "must be letters, digits, '-', '_' or '.', at most 64")
-		}
-		replaced := false
-		for j := range q.Limits {
-			if q.Limits[j].Name == l.Name {
-				q.Limits[j], replaced = l, true
-			}
-		}
-		if !replaced {
-			q.Limits = append(q.Limits, l)
+		seen[l.Name] = i
+		if j := slices.IndexFunc(limits, func(x quota.Limit) bool { return x.Name == l.Name }); j >= 0 {
+			limits[j] = l
+		} else {
+			limits = append(limits, l)
 		}
 	}
-	if err := q.Validate(); err != nil {
+	q, err := quota.NewPlan(p.Quota.Name, limits...)
+	if err != nil {
+		var le *quota.LimitError
+		if i, ok := seen[limitAt(err, &le)]; ok {
+			return Plan{}, field.Invalid(fmt.Sprintf("limits[%d].%s", i, le.Field), "%s", le.Reason)
+		}
 		return Plan{}, field.Invalid("limits", "%v", err)
 	}
+	for i, fl := range o.Limits {
+		if l, _ := fl.limit(); p.Quota.History > 0 && l.Window > p.Quota.History {
+			return Plan{}, field.Invalid(fmt.Sprintf("limits[%d].window", i),
+				"%s is longer than the plans' history of %s (the \"history\" of the plans file)", l.Window, p.Quota.History)
+		}
+	}
+	q.Location, q.History = p.Quota.Location, p.Quota.History
 	p.Quota = q
 	if o.MaxInFlight != nil {
 		if *o.MaxInFlight < 0 {
@@ -106,6 +99,15 @@ func (p Plan) With(o Overrides) (Plan, error) {
 		p.MaxInFlight = *o.MaxInFlight
 	}
 	return p, nil
+}
+
+// limitAt returns the name of the limit err is about, setting *le, or ""
+// when err is not a *quota.LimitError.
+func limitAt(err error, le **quota.LimitError) string {
+	if !errors.As(err, le) {
+		return ""
+	}
+	return (*le).Limit
 }
 
 // limit is the quota limit fl describes: a sliding window, or a calendar

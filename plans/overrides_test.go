@@ -3,6 +3,7 @@ package plans
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 func TestOverrides(t *testing.T) {
 	free, _ := Defaults().Lookup("free")
+	free.Quota.History = time.Hour // as a plans file's "history" would make it
 	eight, zero := 8, 0
 	for _, tc := range []struct {
 		name     string
@@ -37,6 +39,7 @@ func TestOverrides(t *testing.T) {
 		{name: "a year", json: `{"limits": [{"name": "year", "max": 5, "period": "year"}]}`, field: "limits[0].period"},
 		{name: "a period with a window", json: `{"limits": [{"name": "day", "max": 5, "period": "day", "window": "1h"}]}`, field: "limits[0].window"},
 		{name: "twice", json: `{"limits": [{"name": "x", "max": 5, "window": "1s"}, {"name": "x", "max": 6, "window": "1s"}]}`, field: "limits[1].name"},
+		{name: "longer than the history", json: `{"limits": [{"name": "day", "max": 5, "window": "24h"}]}`, field: "limits[0].window"},
 		{name: "negative in flight", json: `{"max_in_flight": -1}`, field: "max_in_flight"},
 		{name: "unknown field", json: `{"limit": []}`, field: "overrides"},
 		{name: "not an object", json: `[1]`, field: "overrides"},
@@ -74,4 +77,109 @@ func mustLookup(t *testing.T, name string) Plan {
 		t.Fatal(name)
 	}
 	return p
+}
+
+// An override keeps its plan's time zone: a day of a plan in
+// Pacific/Kiritimati (UTC+14) starts at 10:00Z, also for a key whose only
+// override is an in-flight limit. Rebuilt without it, the day started at
+// 00:00Z.
+func TestOverridesKeepTheTimeZone(t *testing.T) {
+	s, err := Parse([]byte(`{"plans": [{"name": "island", "max_radius_m": 1000, "time_zone": "Pacific/Kiritimati",
+		"limits": [{"name": "burst", "max": 100, "window": "1s"}, {"name": "day", "max": 10, "period": "day"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	three := 3
+	p, err := s.KeyPlan("island", Overrides{MaxInFlight: &three})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Quota.Location == nil || p.Quota.Location.String() != "Pacific/Kiritimati" {
+		t.Fatalf("the overridden plan's location is %v, want Pacific/Kiritimati", p.Quota.Location)
+	}
+	if p.Quota.History != s.History() || s.History() != time.Minute {
+		t.Errorf("history %s, the set's %s; want both 1m, the compiled-in plans' minute", p.Quota.History, s.History())
+	}
+	// 10 units at 09:59Z fill the day that began at 10:00Z the day before;
+	// at 10:00Z a new day starts and 10 more fit.
+	now := time.Date(2026, 12, 1, 9, 59, 0, 0, time.UTC)
+	store := quota.NewMemory(func() time.Time { return now })
+	ctx := t.Context()
+	if d, err := store.Charge(ctx, "k", p.Quota, 10); err != nil || !d.Allowed {
+		t.Fatalf("the first 10: %+v, %v", d, err)
+	}
+	now = now.Add(30 * time.Second)
+	if d, err := store.Charge(ctx, "k", p.Quota, 1); err != nil || d.Allowed {
+		t.Fatalf("at 09:59:30Z, in the same Kiritimati day, 1 more was admitted (%v)", err)
+	}
+	now = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	if d, err := store.Charge(ctx, "k", p.Quota, 10); err != nil || !d.Allowed {
+		t.Fatalf("at 10:00Z, a new Kiritimati day, 10 were refused: %+v, %v", d, err)
+	}
+}
+
+// Every plan a key may be on keeps the longest window among them, or the
+// plans file's history if longer; the anonymous plan keeps its own.
+func TestSetHistory(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want time.Duration
+	}{
+		{``, time.Minute},
+		{`{"plans": [{"name": "big", "max_radius_m": 1, "limits": [{"name": "h", "max": 9, "window": "2h"}]}]}`, 2 * time.Hour},
+		{`{"history": "24h", "plans": [{"name": "big", "max_radius_m": 1, "limits": [{"name": "h", "max": 9, "window": "2h"}]}]}`, 24 * time.Hour},
+	} {
+		s := Defaults()
+		if tc.file != "" {
+			var err error
+			if s, err = Parse([]byte(tc.file)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.History() != tc.want {
+			t.Errorf("%s: history %s, want %s", tc.file, s.History(), tc.want)
+		}
+		for _, p := range s.All() {
+			want := tc.want
+			if p.Name == Anonymous {
+				want = 0
+			}
+			if p.Quota.History != want {
+				t.Errorf("%s: plan %q keeps %s, want %s", tc.file, p.Name, p.Quota.History, want)
+			}
+		}
+	}
+	if _, err := Parse([]byte(`{"history": "soon", "plans": [{"name": "x", "max_radius_m": 1, "limits": [{"name": "a", "max": 1, "window": "1s"}]}]}`)); err == nil ||
+		!strings.Contains(err.Error(), `history "soon"`) {
+		t.Errorf("a bad history: %v", err)
+	}
+}
+
+func TestKeyPlan(t *testing.T) {
+	s := Defaults()
+	for _, tc := range []struct {
+		plan, json, field string
+	}{
+		{"free", ``, ""},
+		{"pro", `{"max_in_flight": 4}`, ""},
+		{"gold", ``, "plan"},
+		{Anonymous, ``, "plan"},
+		{"free", `{"limits": [{"name": "burst", "max": 0, "window": "5s"}]}`, "limits[0].max"},
+		{"free", `{"limits": [{"name": "hour", "max": 10, "window": "1h"}]}`, "limits[0].window"},
+	} {
+		o, err := ParseOverrides([]byte(tc.json))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.KeyPlan(tc.plan, o)
+		var fe *field.Error
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("KeyPlan(%q, %s): %v", tc.plan, tc.json, err)
+		case tc.field == "" && p.Name != tc.plan:
+			t.Errorf("KeyPlan(%q, %s) = plan %q", tc.plan, tc.json, p.Name)
+		case tc.field != "" && (!errors.As(err, &fe) || fe.Field != tc.field):
+			t.Errorf("KeyPlan(%q, %s): error %v, want one naming %q", tc.plan, tc.json, err, tc.field)
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tileapi/tileapi/cost"
+	"github.com/tileapi/tileapi/field"
 	"github.com/tileapi/tileapi/quota"
 )
 
@@ -56,23 +57,30 @@ func DefaultCost() cost.Model {
 // Defaults returns the compiled-in plans.
 func Defaults() Set {
 	plan := func(name string, burst, minute, month int64, maxRadius float64, inFlight int) Plan {
+		limits := []quota.Limit{
+			{Name: "burst", Max: burst, Window: 5 * time.Second},
+			{Name: "minute", Max: minute, Window: time.Minute},
+		}
+		if month > 0 {
+			limits = append(limits, quota.PerMonth(month))
+		}
 		return Plan{
-			Name: name,
-			Quota: quota.Plan{Name: name, Limits: []quota.Limit{
-				{Name: "burst", Max: burst, Window: 5 * time.Second},
-				{Name: "minute", Max: minute, Window: time.Minute},
-				quota.PerMonth(month),
-			}},
+			Name:        name,
+			Quota:       quota.Plan{Name: name, Limits: limits},
 			MaxRadius:   maxRadius,
 			Cost:        DefaultCost(),
 			MaxInFlight: inFlight,
 		}
 	}
 	s, err := newSet([]Plan{
-		plan(Anonymous, 30, 120, 20_000, 5_000, 6),
+		// The anonymous plan has no month: its identities are client
+		// networks, which a client can change, so a month per network
+		// bounds little and would keep a counter for a month for every
+		// network that ever called. Its state goes with its windows.
+		plan(Anonymous, 30, 120, 0, 5_000, 6),
 		plan("free", 100, 600, 100_000, 20_000, 8),
 		plan("pro", 1000, 12_000, 5_000_000, 50_000, 32),
-	})
+	}, 0)
 	if err != nil {
 		panic(err) // the compiled-in plans are valid: TestDefaults
 	}
@@ -83,7 +91,15 @@ func Defaults() Set {
 type Set struct {
 	byName map[string]Plan
 	names  []string
+	// history is the longest window of the plans a key may be on: every
+	// key plan keeps its charges that long (quota.Plan.History), so a key
+	// moved between them loses none of its history.
+	history time.Duration
 }
+
+// History returns how long every plan a key may be on keeps a charge: the
+// longest window among them.
+func (s Set) History() time.Duration { return s.history }
 
 // Lookup returns the plan called name.
 func (s Set) Lookup(name string) (Plan, bool) {
@@ -117,8 +133,10 @@ func (s Set) CheckLayers(layers []string) error {
 	return nil
 }
 
-func newSet(ps []Plan) (Set, error) {
-	s := Set{byName: make(map[string]Plan, len(ps))}
+// newSet validates ps and gives every plan but the anonymous one a history
+// of at least history, and at least the longest window among them.
+func newSet(ps []Plan, history time.Duration) (Set, error) {
+	s := Set{byName: make(map[string]Plan, len(ps)), history: history}
 	for _, p := range ps {
 		if err := p.validate(); err != nil {
 			return Set{}, err
@@ -129,7 +147,54 @@ func newSet(ps []Plan) (Set, error) {
 		s.byName[p.Name] = p
 	}
 	slices.Sort(s.names)
+	// The anonymous plan keeps its own windows only: its identities are
+	// client networks, never charged under another plan, and no key may be
+	// on it (KeyPlan).
+	for name, p := range s.byName {
+		if name != Anonymous {
+			s.history = max(s.history, longestWindow(p.Quota))
+		}
+	}
+	for name, p := range s.byName {
+		if name != Anonymous {
+			p.Quota.History = s.history
+			s.byName[name] = p
+		}
+	}
 	return s, nil
+}
+
+// longestWindow is the longest sliding window of q.
+func longestWindow(q quota.Plan) time.Duration {
+	var w time.Duration
+	for _, l := range q.Limits {
+		w = max(w, l.Window)
+	}
+	return w
+}
+
+// KeyPlan returns the plan a key on the plan called name with overrides o
+// is charged under. It is the one check of a key's plan and overrides, for
+// every way of setting them: the plan must exist and not be the anonymous
+// plan, and the overrides must make a valid plan of it (see Plan.With). Its
+// errors are *field.Error values naming "plan", or the override at fault
+// ("limits[1].window"), and saying what is wrong.
+func (s Set) KeyPlan(name string, o Overrides) (Plan, error) {
+	p, ok := s.byName[name]
+	if !ok || name == Anonymous {
+		var keyPlans []string
+		for _, n := range s.names {
+			if n != Anonymous {
+				keyPlans = append(keyPlans, n)
+			}
+		}
+		reason := "is not a configured plan"
+		if name == Anonymous {
+			reason = "is the plan of requests without a key"
+		}
+		return Plan{}, field.Invalid("plan", "%q %s; a key may be on %s", name, reason, strings.Join(keyPlans, ", "))
+	}
+	return p.With(o)
 }
 
 func (p Plan) validate() error {
@@ -180,7 +245,11 @@ func (p Plan) validate() error {
 // requests of one key in progress at once) is optional, 0 or absent for no
 // limit.
 type File struct {
-	Plans []FilePlan `json:"plans"`
+	// History is how long every plan a key may be on keeps a charge, when
+	// longer than their longest window ("1h"): the longest window a key's
+	// overrides may have.
+	History string     `json:"history,omitempty"`
+	Plans   []FilePlan `json:"plans"`
 }
 
 // FilePlan is one plan of a File.
@@ -250,6 +319,14 @@ func parse(b []byte) (Set, error) {
 	if len(f.Plans) == 0 {
 		return Set{}, errors.New("no plans")
 	}
+	var history time.Duration
+	if f.History != "" {
+		h, err := time.ParseDuration(f.History)
+		if err != nil || h < 0 || h%time.Millisecond != 0 {
+			return Set{}, fmt.Errorf("history %q is not a duration such as \"1h\" of whole milliseconds", f.History)
+		}
+		history = h
+	}
 	ps := Defaults().All()
 	named := make(map[string]bool, len(f.Plans))
 	for _, fp := range f.Plans {
@@ -263,7 +340,7 @@ func parse(b []byte) (Set, error) {
 		}
 		ps = append(ps, p)
 	}
-	return newSet(ps)
+	return newSet(ps, history)
 }
 
 func (fp FilePlan) plan() (Plan, error) {

@@ -97,7 +97,7 @@ func TestParseNamesTheFault(t *testing.T) {
 		{`{"plans": [{"name": "x", "max_radius_m": 1, "limits": [{"name": "a", "max": 1, "window": "soon"}]}]}`, `plan "x": limit "a": window`},
 		{`{"plans": [{"name": "x", "max_radius_m": 1, "limits": [{"name": "a", "max": 1, "window": "1500us"}]}]}`, "whole number of milliseconds"},
 		{`{"plans": [{"name": "x", "max_radius_m": 1, "limits": [{"name": "a", "max": 0, "window": "1s"}]}]}`, `limit "a": max 0`},
-		{`{"plans": [{"name": "x", "max_radius_m": 1, "limits": [{"name": "a b", "max": 1, "window": "1s"}]}]}`, `limit name "a b"`},
+		{`{"plans": [{"name": "x", "max_radius_m": 1, "limits": [{"name": "a b", "max": 1, "window": "1s"}]}]}`, `limit "a b": name must be`},
 		{`{"plans": [{"name": "x", "max_radius_m": 1, "limits": []}]}`, `plan "x" has no limits`},
 		{`{"plans": [{"name": "x", "max_radius_m": -5, ` + limits + `}]}`, "max_radius_m must be positive"},
 		{`{"plans": [{"name": "x", "max_radius_m": 1, ` + limits + `, "cost": {"radius_unit_m": 0}}]}`, "radius_unit_m"},

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/tileapi/tileapi/internal/quotalog"
 )
@@ -92,10 +91,7 @@ func luaScript(body string) string {
 // moved (the string rewritten) at most once every three; the cost holds the
 // plan's MaxCost.
 func recordWidths(p Plan) (tb, cb int) {
-	var wmax time.Duration
-	for _, l := range p.Limits {
-		wmax = max(wmax, l.Window)
-	}
+	wmax := p.keep()
 	tb = 3
 	for tb < 7 && wmax.Microseconds()*4 >= 1<<(8*tb) {
 		tb++

@@ -130,19 +130,17 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 	raw = raw[:len(plan.Limits)]
 	allowed := true
 	sliding, periods := plan.split()
-	var wmax int64
-	for _, i := range sliding {
-		wmax = max(wmax, plan.Limits[i].Window.Microseconds())
-	}
-	// What left the longest window left every window: dropped first, what
-	// remains is all in the longest window; a shorter one starts where its
-	// cursor finds it.
-	lg.trim(now - wmax)
+	// What has left the plan's history (its longest window, or longer) has
+	// left every window of every plan the identity is charged under:
+	// dropped first. What remains may reach beyond this plan's windows;
+	// each starts where its cursor finds it.
+	keep := plan.keep().Microseconds()
+	lg.trim(now - keep)
 	for _, i := range sliding {
 		l := plan.Limits[i]
 		w := l.Window.Microseconds()
 		in := 0
-		if w < wmax {
+		if w < keep {
 			in = lg.windowStart(w, now-w)
 		}
 		raw[i] = lg.usage(in, cost-l.Max, w)
@@ -164,7 +162,7 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 	if admitted {
 		index = lg.first + int64(len(lg.entries))
 		lg.push(memEntry{at: now, cost: cost, cum: lg.total() + cost}) // time never runs back: still in order
-		lg.expires = now + wmax
+		lg.expires = now + keep
 		for _, i := range sliding {
 			// The new entry is in every window; it is the oldest only of an
 			// empty one.

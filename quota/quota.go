@@ -65,6 +65,13 @@ type Plan struct {
 	// Location is the time zone whose midnights and firsts of the month
 	// bound the plan's Period limits; nil is UTC.
 	Location *time.Location
+	// History is how long an identity's log keeps each charge, when longer
+	// than the plan's longest window; zero keeps the longest window. Give
+	// every plan an identity may be charged under the longest window of
+	// them all: a change of plan then measures the new plan's windows over
+	// every charge still inside them, where a log kept only for the old
+	// plan's windows would have forgotten some.
+	History time.Duration
 }
 
 // NewPlan returns a validated plan, and Validate's error (matching
@@ -83,24 +90,30 @@ func (p Plan) Validate() error {
 	if len(p.Limits) == 0 {
 		return invalid("plan %q has no limits", p.Name)
 	}
+	if p.History < 0 || p.History%time.Millisecond != 0 {
+		return invalid("plan %q: history %s is not a whole number of milliseconds", p.Name, p.History)
+	}
 	sliding := 0
 	// Every charge validates its plan: with a few limits, looking for a
 	// name twice by scanning is cheaper than a set.
 	for i, l := range p.Limits {
+		bad := func(field, format string, args ...any) error {
+			return &LimitError{Plan: p.Name, Limit: l.Name, Field: field, Reason: fmt.Sprintf(format, args...)}
+		}
 		if err := l.Period.valid(); err != nil {
-			return invalid("plan %q: limit %q: %v", p.Name, l.Name, err)
+			return bad("period", "%v", err)
 		}
 		switch {
 		case !isToken(l.Name):
-			return invalid("plan %q: limit name %q must be letters, digits, '-', '_' or '.'", p.Name, l.Name)
+			return bad("name", "must be letters, digits, '-', '_' or '.', at most 64")
 		case slices.ContainsFunc(p.Limits[:i], func(o Limit) bool { return o.Name == l.Name }):
-			return invalid("plan %q: limit name %q appears twice", p.Name, l.Name)
+			return bad("name", "appears twice")
 		case l.Max < 1 || l.Max > MaxUnits:
-			return invalid("plan %q: limit %q: max %d is not in [1, %d]", p.Name, l.Name, l.Max, int64(MaxUnits))
+			return bad("max", "%d is not in [1, %d]", l.Max, int64(MaxUnits))
 		case l.Period != Sliding && l.Window != 0:
-			return invalid("plan %q: limit %q: a %s limit has no window", p.Name, l.Name, l.Period)
+			return bad("window", "a %s limit has no window", l.Period)
 		case l.Period == Sliding && (l.Window < time.Millisecond || l.Window%time.Millisecond != 0):
-			return invalid("plan %q: limit %q: window %s is not a whole number of milliseconds", p.Name, l.Name, l.Window)
+			return bad("window", "%s is not a whole number of milliseconds, at least one", l.Window)
 		}
 		if l.Period == Sliding {
 			sliding++
@@ -127,6 +140,24 @@ func (p Plan) split() (sliding, periods []int) {
 	}
 	return sliding, periods
 }
+
+// longestWindow is the plan's longest sliding window.
+func (p Plan) longestWindow() time.Duration {
+	var w time.Duration
+	for _, l := range p.Limits {
+		w = max(w, l.Window)
+	}
+	return w
+}
+
+// keep is how long an identity's log keeps a charge under p: its History
+// or its longest window, whichever is longer.
+func (p Plan) keep() time.Duration { return max(p.History, p.longestWindow()) }
+
+// historyWindow reports whether p keeps charges longer than its windows:
+// the stores then measure one more window, of p.History, which refuses
+// nothing and marks where the records still kept start.
+func (p Plan) historyWindow() bool { return p.History > p.longestWindow() }
 
 // MaxCost is the largest cost the plan can ever admit: the smallest maximum
 // of its limits. A costlier charge is refused with ErrTooCostly.
@@ -301,6 +332,22 @@ func (e *TooCostlyError) Error() string {
 
 // Is makes errors.Is(err, ErrTooCostly) true.
 func (e *TooCostlyError) Is(target error) bool { return target == ErrTooCostly }
+
+// LimitError reports what makes one limit of a plan invalid. It matches
+// ErrInvalid.
+type LimitError struct {
+	Plan, Limit string
+	// Field is what is wrong: "name", "max", "window" or "period".
+	Field  string
+	Reason string
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%v: plan %q: limit %q: %s %s", ErrInvalid, e.Plan, e.Limit, e.Field, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *LimitError) Is(target error) bool { return target == ErrInvalid }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))

@@ -118,7 +118,10 @@ func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64,
 	// The header as written, then, if nothing was admitted, whether the
 	// cost fits and when it does in each window, then each period's use,
 	// start and end.
-	n, np := len(sliding), len(periods)
+	// The log's windows are the plan's sliding ones, then its history
+	// window if it has one: the reply's fields of the first are in plan
+	// order, and the last is never read.
+	n, np := windowCount(plan, sliding), len(periods)
 	size, tail := 8*headerFields(n), 24*np
 	admitted := len(reply) == size+tail
 	if !admitted && len(reply) != size+8*(1+n)+tail {
@@ -153,7 +156,7 @@ func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64,
 // packed as big-endian doubles (see the a* fields), so the script parses no
 // number, their struct format and that of a record, and the log's TTL.
 func (r *Redis) chargeCall(identity string, plan Plan, sliding, periods []int, cost int64, record bool, deadline int64) ([]string, []any) {
-	n := len(sliding)
+	n := windowCount(plan, sliding)
 	tb, cb := recordWidths(plan)
 	packed := make([]byte, 0, 8*headerFields(n))
 	put := func(v int64) { packed = binary.BigEndian.AppendUint64(packed, math.Float64bits(float64(v))) }
@@ -167,6 +170,10 @@ func (r *Redis) chargeCall(identity string, plan Plan, sliding, periods []int, c
 	for _, i := range sliding {
 		put(plan.Limits[i].Window.Microseconds())
 		put(plan.Limits[i].Max)
+	}
+	if plan.historyWindow() {
+		put(plan.History.Microseconds())
+		put(historyMax)
 	}
 	for len(packed) < cap(packed) {
 		put(0)
@@ -252,14 +259,23 @@ func (c *clockOffset) get() (int64, bool) {
 	return c.best, !c.since.IsZero()
 }
 
-// longestMillis is the plan's longest window in milliseconds, as text: the
-// TTL of the log.
-func longestMillis(plan Plan) string {
-	var longest time.Duration
-	for _, l := range plan.Limits {
-		longest = max(longest, l.Window)
+// windowCount is the number of windows the log of plan measures: its
+// sliding limits, and its history window if it has one.
+func windowCount(plan Plan, sliding []int) int {
+	if plan.historyWindow() {
+		return len(sliding) + 1
 	}
-	return strconv.FormatInt(longest.Milliseconds(), 10)
+	return len(sliding)
+}
+
+// historyMax is the max of the history window: above any sum of costs the
+// log can hold, so it refuses nothing.
+const historyMax = 1 << 53
+
+// longestMillis is how long the log keeps a charge under plan, in
+// milliseconds, as text: the TTL of the log.
+func longestMillis(plan Plan) string {
+	return strconv.FormatInt(plan.keep().Milliseconds(), 10)
 }
 
 // Refund removes an admitted charge. It reports whether it did: false means
