@@ -1,0 +1,103 @@
+package quota
+
+import (
+	"context"
+	_ "embed"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed overdraft.lua
+	overdraftLua string
+	// overdraftScript is charge.lua behind the prelude that marks the
+	// charge's id.
+	overdraftScript = redis.NewScript(luaScript(overdraftLua + chargeLua))
+)
+
+// OverdraftIDLife is how long Redis remembers the id of an overdraft
+// charge: a retry of the same id within it is not counted again.
+const OverdraftIDLife = time.Hour
+
+// duplicateReply is the overdraft script's reply when its id was charged
+// already.
+const duplicateReply = "duplicate"
+
+// overdraftMax stands for every max of an overdraft charge: above any sum
+// of costs a log or counter can hold, so nothing refuses it.
+const overdraftMax = 1 << 53
+
+// spansArg is the argument of charge.lua (from 0) that holds the periods'
+// spans: per period its start, end, the end of the one after, and max.
+const spansArg = 4
+
+// ChargeOverdraft records cost units for identity in every limit of plan,
+// whether they fit or not: the charge of a request already served without
+// one, made once the store answers again (quotahttp's pending charges). A
+// limit it takes past its max reports Used above Max and Remaining 0, and
+// refuses charges until enough of it has left the window or the period
+// has ended.
+//
+// id names the charge, so that it can be retried: Redis remembers it for
+// OverdraftIDLife, and a charge of an id it remembers is not made again
+// (ChargeOverdraft reports false). It must be a token (letters, digits and
+// "-_.", at most 64) unique to the charge. A bad identity, plan, cost or
+// id returns an error matching ErrInvalid, a cost above a limit's max a
+// *TooCostlyError, both before any I/O; any other error is Redis's,
+// wrapped, after which the charge may or may not have been made: retry it
+// with the same id.
+func (r *Redis) ChargeOverdraft(ctx context.Context, identity string, plan Plan, cost int64, id string) (bool, error) {
+	if err := checkCharge(identity, plan, cost); err != nil {
+		return false, err
+	}
+	if !isToken(id) {
+		return false, invalid("overdraft: id %q must be letters, digits, '-', '_' or '.', at most 64", id)
+	}
+	sliding, periods := plan.split()
+	// A charge with no deadline: it was served already.
+	keys, args := r.chargeCall(identity, plan, sliding, periods, cost, true, 0)
+	packed := []byte(args[0].(string))
+	// The windows the log measures, as many as the arguments say (aN).
+	raise(packed, aShared, aPer, 2, int(math.Float64frombits(binary.BigEndian.Uint64(packed[8*(aN-1):]))))
+	args[0] = string(packed)
+	if len(periods) > 0 {
+		spans := []byte(args[spansArg].(string))
+		raise(spans, 0, 4, 4, len(periods))
+		args[spansArg] = string(spans)
+	}
+	keys = append(keys, r.key(identity)+":overdraft:"+id)
+	args = append(args, strconv.FormatInt(OverdraftIDLife.Milliseconds(), 10))
+	reply, err := overdraftScript.Run(ctx, r.client, keys, args...).Text()
+	if err != nil {
+		return false, fmt.Errorf("quota: overdraft: %w", err)
+	}
+	return reply != duplicateReply, nil
+}
+
+// raise sets the max of each of n limits in packed, charge arguments as
+// doubles, to overdraftMax: the limits start after field from (counted
+// from 1, as the script does), each of per fields, its max the field at.
+func raise(packed []byte, from, per, at, n int) {
+	for k := range n {
+		f := from + per*k + at
+		binary.BigEndian.PutUint64(packed[8*(f-1):], math.Float64bits(overdraftMax))
+	}
+}
+
+// ChargeOverdraft passes an overdraft charge on to the store, if it makes
+// them (Redis does); it denies nothing, so no denial is dropped or added.
+// A store that makes none returns an error matching ErrInvalid.
+func (c *DenyCache) ChargeOverdraft(ctx context.Context, identity string, plan Plan, cost int64, id string) (bool, error) {
+	o, ok := c.store.(interface {
+		ChargeOverdraft(ctx context.Context, identity string, plan Plan, cost int64, id string) (bool, error)
+	})
+	if !ok {
+		return false, invalid("overdraft: a %T makes no overdraft charges", c.store)
+	}
+	return o.ChargeOverdraft(ctx, identity, plan, cost, id)
+}
