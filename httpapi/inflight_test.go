@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -14,7 +17,9 @@ import (
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/inflight"
 	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/redisbatch"
 )
 
 // slowGeofence is a real in-memory geofence whose Contains waits until
@@ -151,5 +156,113 @@ func TestInFlightMemory(t *testing.T) {
 	wg.Wait()
 	if resp := e.get(t, "/v1/tiles", key("two")...); resp.StatusCode != 200 {
 		t.Errorf("after the slow requests ended: status %d", resp.StatusCode)
+	}
+}
+
+// A Redis that stalls leaves a key no slot taken for it: the acquires it
+// runs after their callers gave up take none, and the releases it missed
+// are made once it answers. 8 sequential clients of a key with 8 slots
+// meet no concurrency-exceeded in the lease after Redis resumes.
+func TestInFlightAfterStall(t *testing.T) {
+	const (
+		slots   = 8
+		lease   = 1500 * time.Millisecond
+		stall   = time.Second
+		budget  = 100 * time.Millisecond
+		warmups = 200 // requests served before the stall
+	)
+	redisSrv := testenv.StartRedisServer(t)
+	// As serve opens it: no retries, deadlines on every read and write,
+	// commands batched.
+	rdb := redis.NewClient(&redis.Options{Addr: redisSrv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	redisbatch.Enable(rdb)
+	ps, err := plans.Parse([]byte(fmt.Sprintf(`{"plans": [{"name": "two", "max_radius_m": 20000, "max_in_flight": %d,
+		"limits": [{"name": "minute", "max": 1000000000, "window": "1m"}]}]}`, slots)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, with(func(c *Config) {
+		c.Plans, c.QuotaTimeout = ps, budget
+		c.Quota = quota.NewRedis(rdb)
+		c.InFlight = inflight.NewRedis(rdb, inflight.WithLease(lease))
+	}))
+
+	type outcome struct {
+		start, end time.Time
+		got        string // status and problem code, or X-Quota-Status
+	}
+	var (
+		mu       sync.Mutex
+		outcomes []outcome
+		served   atomic.Int64
+		stop     = make(chan struct{})
+		stopped  sync.Once
+		warm     = make(chan struct{})
+		wg       sync.WaitGroup
+	)
+	halt := func() { stopped.Do(func() { close(stop) }); wg.Wait() }
+	t.Cleanup(halt)
+	for range slots {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				o := outcome{start: time.Now()}
+				req, _ := http.NewRequest(http.MethodGet, e.srv.URL+contains, nil)
+				req.Header.Set("X-API-Key", "key-two")
+				resp, err := e.srv.Client().Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var p problem
+				_ = json.NewDecoder(resp.Body).Decode(&p)
+				resp.Body.Close()
+				o.end = time.Now()
+				o.got = fmt.Sprintf("%d %s", resp.StatusCode, cmp.Or(p.Code, resp.Header.Get(headerStatus)))
+				mu.Lock()
+				outcomes = append(outcomes, o)
+				mu.Unlock()
+				if served.Add(1) == warmups {
+					close(warm)
+				}
+			}
+		})
+	}
+	<-warm
+	stalled := time.Now()
+	redisSrv.Hang(t)
+	time.Sleep(stall)
+	redisSrv.Resume()
+	resumed := time.Now()
+	time.Sleep(lease)
+	halt()
+
+	during, after := map[string]int{}, map[string]int{}
+	for _, o := range outcomes {
+		switch {
+		case o.start.After(resumed) && o.start.Before(resumed.Add(lease)):
+			after[o.got]++
+		case o.end.After(stalled) && o.start.Before(resumed):
+			during[o.got]++
+		}
+	}
+	t.Logf("during the stall: %v; in the lease after it: %v", during, after)
+	if during["200 "+statusUnmetered] == 0 {
+		t.Errorf("no request was served unmetered during the stall: it did not take effect")
+	}
+	if n := after["429 concurrency-exceeded"]; n > 0 {
+		total := 0
+		for _, c := range after {
+			total += c
+		}
+		t.Errorf("%d of %d requests in the lease after the stall refused concurrency-exceeded", n, total)
+	}
+	if after["200 "+statusCharged] == 0 {
+		t.Errorf("no request charged after the stall")
 	}
 }

@@ -30,6 +30,11 @@ const DefaultLease = 10 * time.Second
 // one.
 var ErrInvalid = errors.New("inflight: invalid")
 
+// ErrLate reports an acquire that reached Redis after the deadline of its
+// context, and therefore took no slot: a caller that gave up on it holds
+// nothing it would not release.
+var ErrLate = errors.New("inflight: the acquire reached Redis after its deadline and took no slot")
+
 // Lease is one slot held. The zero Lease holds none.
 type Lease struct {
 	identity string
@@ -76,9 +81,11 @@ const DefaultPrefix = "tileapi:f:"
 
 // Redis holds leases in Redis, shared by every server.
 type Redis struct {
-	client scripter
-	prefix string
-	lease  time.Duration
+	client  scripter
+	prefix  string
+	lease   time.Duration
+	offset  clockOffset // of Redis's clock from this process's
+	pending pending     // releases to be made again
 }
 
 // Option configures a Redis.
@@ -108,9 +115,13 @@ func (r *Redis) Lease() time.Duration { return r.lease }
 
 // Acquire takes one of max slots of identity, or reports a Denial when all
 // are held: a denial is not an error. An empty identity or max below one
-// returns an error matching ErrInvalid, before any I/O; any other error is
-// Redis's, wrapped, after which a slot may or may not have been taken (it
-// comes free within a lease time).
+// returns an error matching ErrInvalid, before any I/O. An acquire that
+// reaches Redis after ctx's deadline (halfway to it, leaving the other
+// half for the reply) takes no slot and returns ErrLate. Any other error is
+// Redis's, wrapped, after which a slot may have been taken: it is given
+// back with the identity's next acquire or release, or comes free within
+// a lease time. The identity's releases that failed are made first, in
+// the same round trip.
 func (r *Redis) Acquire(ctx context.Context, identity string, max int) (Lease, *Denial, error) {
 	if err := check(identity, max); err != nil {
 		return Lease{}, nil, err
@@ -119,14 +130,22 @@ func (r *Redis) Acquire(ctx context.Context, identity string, max int) (Lease, *
 	if err != nil {
 		return Lease{}, nil, err
 	}
-	reply, err := acquireScript.Run(ctx, r.client, []string{r.key(identity)}, id, max, r.lease.Milliseconds()).Int64Slice()
+	released := r.pending.of(identity)
+	args := append([]any{id, max, r.lease.Milliseconds(), r.offset.deadline(ctx)}, anys(released)...)
+	reply, err := acquireScript.Run(ctx, r.client, []string{r.key(identity)}, args...).Int64Slice()
 	if err != nil {
+		r.pending.add(Lease{identity: identity, id: id}, r.lease)
 		return Lease{}, nil, fmt.Errorf("inflight: acquire: %w", err)
 	}
-	if len(reply) != 2 {
+	if len(reply) != 3 || reply[0] < -1 || reply[0] > 1 {
 		return Lease{}, nil, fmt.Errorf("inflight: acquire: script returned %v", reply)
 	}
-	if reply[0] != 1 {
+	r.offset.observe(reply[2])
+	r.pending.done(identity, released)
+	switch reply[0] {
+	case -1:
+		return Lease{}, nil, ErrLate
+	case 0:
 		return Lease{}, &Denial{Max: max, RetryAfter: time.Duration(reply[1]) * time.Millisecond}, nil
 	}
 	return Lease{identity: identity, id: id}, nil, nil
@@ -146,17 +165,39 @@ func (r *Redis) Renew(ctx context.Context, l Lease) (bool, error) {
 	return n == 1, nil
 }
 
-// Release gives a slot back. Releasing a lease twice, or one that expired,
-// is harmless. Its only errors are Redis's, wrapped; the slot then comes
-// free within a lease time.
+// Release gives a slot back, and with it those of the identity's releases
+// that failed before. Releasing a lease twice, or one that expired, is
+// harmless. Its only errors are Redis's, wrapped; the release is then made
+// again with the identity's next acquire or release, or, should Redis not
+// answer those either, the slot comes free within a lease time.
 func (r *Redis) Release(ctx context.Context, l Lease) error {
 	if l.IsZero() {
 		return nil
 	}
-	if err := r.client.ZRem(ctx, r.key(l.identity), l.id).Err(); err != nil {
+	ids := append([]string{l.id}, r.pending.of(l.identity)...)
+	if err := r.client.ZRem(ctx, r.key(l.identity), anys(ids)...).Err(); err != nil {
+		r.pending.add(l, r.lease)
 		return fmt.Errorf("inflight: release: %w", err)
 	}
+	r.pending.done(l.identity, ids)
 	return nil
+}
+
+// Dropped returns how many failed releases were not kept to be made again,
+// because too many were pending: their slots came free when their leases
+// expired.
+func (r *Redis) Dropped() int64 {
+	r.pending.mu.Lock()
+	defer r.pending.mu.Unlock()
+	return r.pending.dropped
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // key is the identity's lease set; the identity, escaped as the quota

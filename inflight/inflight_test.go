@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tileapi/tileapi/internal/faultproxy"
 	"github.com/tileapi/tileapi/internal/testenv"
 )
 
@@ -222,5 +225,178 @@ func TestHashTag(t *testing.T) {
 	// a lease set of its own.
 	if a, b := r.key("a{b"), r.key("a%7Bb"); a == b {
 		t.Errorf("identities a{b and a%%7Bb share the key %q", a)
+	}
+}
+
+// served opens a client of the Redis at addr as tileapi serve does: no
+// retries, the context's deadline on every read and write.
+func served(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// held returns how many leases of identity Redis at addr holds, read
+// beside the limiter under test.
+func held(t *testing.T, addr string, r *Redis, identity string) int64 {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	n, err := c.ZCard(context.Background(), r.key(identity)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// scriptCalls returns how many scripts Redis at addr has run.
+func scriptCalls(t *testing.T, addr string) int64 {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\r\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			total += n
+		}
+	}
+	return total
+}
+
+// An acquire that Redis runs only after its caller's deadline, in Redis
+// time, takes no slot: a Redis that stalls and then runs what was sent to
+// it gives nothing to callers that gave up.
+func TestAcquireLate(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.StartRedisServer(t)
+	r := NewRedis(served(t, srv.Addr), WithLease(time.Minute))
+	// A first acquire loads the script and tells how far Redis's clock is.
+	first, _, err := r.Acquire(ctx, "key:1", 1)
+	if err != nil || r.Release(ctx, first) != nil {
+		t.Fatal(err)
+	}
+	ran := scriptCalls(t, srv.Addr)
+
+	srv.Hang(t)
+	actx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, _, err = r.Acquire(actx, "key:1", 1)
+	cancel()
+	if err == nil {
+		t.Fatal("an acquire with Redis stopped succeeded")
+	}
+	srv.Resume()
+	for deadline := time.Now().Add(5 * time.Second); scriptCalls(t, srv.Addr) == ran; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Redis did not run the acquire sent while it was stopped")
+		}
+	}
+	if n := held(t, srv.Addr, r, "key:1"); n != 0 {
+		t.Errorf("Redis holds %d leases after running an acquire past its deadline, want 0", n)
+	}
+
+	// Slowed on its way in, an acquire reaches Redis after its deadline
+	// but is answered in time: ErrLate, and no slot.
+	p, err := faultproxy.Start(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	slowed := NewRedis(served(t, p.Addr()), WithLease(time.Minute))
+	if _, _, err := slowed.Acquire(ctx, "key:2", 1); err != nil {
+		t.Fatal(err)
+	}
+	p.SetLatency(100*time.Millisecond, 0)
+	actx, cancel = context.WithTimeout(ctx, 150*time.Millisecond) // the script's deadline: 75 ms from now
+	defer cancel()
+	if _, _, err := slowed.Acquire(actx, "key:2", 2); !errors.Is(err, ErrLate) {
+		t.Errorf("an acquire that reached Redis after its deadline: %v, want ErrLate", err)
+	}
+	if n := held(t, srv.Addr, r, "key:2"); n != 1 {
+		t.Errorf("Redis holds %d leases, want the 1 taken before", n)
+	}
+}
+
+// A release that fails is made with the identity's next acquire or
+// release, in the same round trip: the slot is free again as soon as Redis
+// answers, not a lease time later.
+func TestReleaseRetried(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.StartRedisServer(t)
+	p, err := faultproxy.Start(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	r := NewRedis(served(t, p.Addr()), WithLease(time.Minute))
+	acquire := func(t *testing.T, identity string) Lease {
+		t.Helper()
+		l, denied, err := r.Acquire(ctx, identity, 2)
+		if err != nil || denied != nil {
+			t.Fatalf("acquire: %+v, %v", denied, err)
+		}
+		return l
+	}
+	// lost releases l while nothing reaches Redis.
+	lost := func(t *testing.T, l Lease) {
+		t.Helper()
+		p.BlackHole()
+		rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if err := r.Release(rctx, l); err == nil {
+			t.Fatal("a release through a black hole succeeded")
+		}
+		p.Restore()
+		if n := held(t, srv.Addr, r, l.identity); n != 2 {
+			t.Fatalf("Redis holds %d leases after the lost release, want 2", n)
+		}
+	}
+	t.Run("next acquire", func(t *testing.T) {
+		a := acquire(t, "key:a")
+		acquire(t, "key:a")
+		lost(t, a)
+		acquire(t, "key:a") // a's slot, given back first
+		if n := held(t, srv.Addr, r, "key:a"); n != 2 {
+			t.Errorf("Redis holds %d leases, want 2", n)
+		}
+	})
+	t.Run("next release", func(t *testing.T) {
+		a, b := acquire(t, "key:b"), acquire(t, "key:b")
+		lost(t, a)
+		if err := r.Release(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if n := held(t, srv.Addr, r, "key:b"); n != 0 {
+			t.Errorf("Redis holds %d leases after the next release, want 0", n)
+		}
+	})
+}
+
+// Failed releases are kept up to a bound, oldest dropped first and counted,
+// and until their lease would have expired.
+func TestPendingBounded(t *testing.T) {
+	var p pending
+	for i := range maxPending + 1 {
+		p.add(Lease{identity: "key:1", id: strconv.Itoa(i)}, time.Minute)
+	}
+	if p.dropped != 1 || len(p.queue) != maxPending || p.queue[0].id != "1" {
+		t.Errorf("%d dropped, %d kept from %q; want 1 dropped, %d kept from \"1\"", p.dropped, len(p.queue), p.queue[0].id, maxPending)
+	}
+	if ids := p.of("key:1"); len(ids) != maxPendingPerCall {
+		t.Errorf("a call carries %d releases, want %d", len(ids), maxPendingPerCall)
+	}
+	p.done("key:1", p.of("key:1"))
+	if len(p.queue) != maxPending-maxPendingPerCall {
+		t.Errorf("%d kept after a call, want %d", len(p.queue), maxPending-maxPendingPerCall)
+	}
+	var q pending
+	q.add(Lease{identity: "key:2", id: "expired"}, 0)
+	if ids := q.of("key:2"); len(ids) != 0 {
+		t.Errorf("an expired lease is still released: %v", ids)
 	}
 }
