@@ -17,9 +17,16 @@
 --          the units used in it, packed doubles), ARGV[5] per period its
 --          start, end, the end of the one after, and max (packed doubles;
 --          the period that holds now is the first or, once now has passed
---          its end, the second), then ARGV[6] on the periods' fields
+--          its end, the second), then ARGV[6] on the periods' fields, then
+--          last per period what to do when its counter is missing (Redis
+--          lost it: a restart, a flush, a failover): a period start and
+--          the units used in it to restore, or start 0 and RESTORE_ASK to
+--          have the caller look them up, or RESTORE_NONE to count from
+--          zero (packed doubles)
 --
--- Returns LATE when the deadline had passed, or the header as written (the caller reads the windows' sums and
+-- Returns LATE when the deadline had passed; RESTORE then per missing
+-- counter its period (from 1) and start, packed doubles, when the caller
+-- must look their units up, having changed nothing; or the header as written (the caller reads the windows' sums and
 -- oldest records, the time, and the admitted record's index from it),
 -- followed, when nothing was admitted, by doubles: allowed (1 or 0), then per
 -- limit when the cost fits (-1 if it does now); then per period its use,
@@ -123,9 +130,11 @@ end
 
 -- Calendar periods: an exact count a period, which starts again at zero at
 -- each boundary. pv holds per period its start, end, use and max.
-local np, pv = math.max(#ARGV - 5, 0), {}
+local np, pv = math.max(#ARGV - 6, 0), {}
+local restored, ask = false, {}
 if np > 0 then
   local pa = {unpack_('>' .. string.rep('d', 4 * np), ARGV[5])}
+  local ra = {unpack_('>' .. string.rep('d', 2 * np), ARGV[#ARGV])}
   for i = 1, np do
     local start, stop, after, pmax = pa[4 * i - 3], pa[4 * i - 2], pa[4 * i - 1], pa[4 * i]
     if now >= stop then start, stop = stop, after end
@@ -133,11 +142,19 @@ if np > 0 then
     if v then
       local vs, vu = unpack_('>dd', v)
       if vs == start then used = vu end -- a count of an earlier period is zero now
+    elseif ra[2 * i - 1] == start then
+      -- Missing, and the caller brought its units: restored (written
+      -- below whatever the decision), so only once across servers.
+      used, restored = ra[2 * i], true
+    elseif ra[2 * i] == RESTORE_ASK then
+      ask[#ask + 1], ask[#ask + 2] = i, start
     end
     if used + cost > pmax then allowed = false end
     pv[i] = {start, stop, used, pmax}
   end
 end
+-- A missing counter is looked up before anything is decided or written.
+if #ask > 0 then return RESTORE .. pack('>' .. string.rep('d', #ask), unpack(ask)) end
 
 -- periods returns the periods' use, start and end, packed for the reply.
 local function periods()
@@ -190,6 +207,16 @@ if allowed and record then
   end
   if np > 0 then call('PEXPIREAT', KEYS[2], math.floor(last / 1000)) end
   return header .. periods()
+end
+
+if restored then
+  -- Nothing admitted, but the restored counters are kept.
+  local last = 0
+  for i = 1, np do
+    call('HSET', KEYS[2], ARGV[5 + i], pack('>dd', pv[i][1], pv[i][3]))
+    if pv[i][2] > last then last = pv[i][2] end
+  end
+  call('PEXPIREAT', KEYS[2], math.floor(last / 1000))
 end
 
 if empty then

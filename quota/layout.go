@@ -40,6 +40,17 @@ const (
 // deadline, and made no charge.
 const lateReply = "late"
 
+// restoreReply starts the charge script's reply when counters of calendar
+// periods are missing and must be looked up (PeriodSource).
+const restoreReply = "restore"
+
+// What the charge script does with a missing counter of a period whose
+// units it was not given: ask the caller for them, or count from zero.
+const (
+	restoreAsk  = -1
+	restoreNone = -2
+)
+
 // recordPattern is the struct format of a record, given the widths of its
 // time offset and its cost (string.format in Lua, fmt.Sprintf in Go).
 const recordPattern = ">I%dI%d"
@@ -69,6 +80,9 @@ var luaConstants = map[string]string{
 	"CHUNK_START":    strconv.Quote(strconv.Itoa(-chunk)),
 	"RECORD_PATTERN": strconv.Quote(recordPattern),
 	"LATE":           strconv.Quote(lateReply),
+	"RESTORE":        strconv.Quote(restoreReply),
+	"RESTORE_ASK":    strconv.Itoa(restoreAsk),
+	"RESTORE_NONE":   strconv.Itoa(restoreNone),
 }
 
 var luaConstant = regexp.MustCompile(`\b[A-Z][A-Z_]*\b`)

@@ -300,6 +300,23 @@ func (r Receipt) marks() []periodMark {
 	return r.periods[:]
 }
 
+// Identity returns the identity the receipt's charge was made for.
+func (r Receipt) Identity() string { return r.identity }
+
+// Periods returns the calendar periods the receipt's charge was counted
+// in, in plan order; none for a plan without Period limits.
+func (r Receipt) Periods() []PeriodKey {
+	ms := r.marks()
+	if len(ms) == 0 {
+		return nil
+	}
+	ks := make([]PeriodKey, len(ms))
+	for i, m := range ms {
+		ks[i] = PeriodKey{Limit: m.name, Start: time.UnixMicro(m.start)}
+	}
+	return ks
+}
+
 // Cost returns the units the receipt holds charged.
 func (r Receipt) Cost() int64 { return r.cost }
 

@@ -49,7 +49,31 @@ type Redis struct {
 	prefix string
 	now    func() time.Time
 	offset clockOffset
+	source PeriodSource
 }
+
+// PeriodSource holds a durable copy of what identities used in calendar
+// periods, such as a ledger in a database that every charge, refund and
+// settlement is written to. A Redis store with one asks it for a period's
+// units when Redis has no counter for it (a restart without persistence, a
+// flush, a new key): the counter is restored before it is charged, once
+// across every process (the first restore written wins).
+type PeriodSource interface {
+	// PeriodUsage returns the units identity used in each of periods.
+	PeriodUsage(ctx context.Context, identity string, periods []PeriodKey) ([]int64, error)
+}
+
+// PeriodKey names one calendar period of one limit: the limit's name and
+// when the period started.
+type PeriodKey struct {
+	Limit string
+	Start time.Time
+}
+
+// WithPeriodSource makes the store restore lost counters of calendar
+// periods from src (see PeriodSource). Without it a missing counter counts
+// from zero.
+func WithPeriodSource(src PeriodSource) RedisOption { return func(r *Redis) { r.source = src } }
 
 // RedisOption configures a Redis store.
 type RedisOption func(*Redis)
@@ -107,10 +131,26 @@ func (r *Redis) Peek(ctx context.Context, identity string, plan Plan) (Decision,
 
 func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64, record bool) (Decision, error) {
 	sliding, periods := plan.split()
-	keys, args := r.chargeCall(identity, plan, sliding, periods, cost, record, r.deadline(ctx))
-	reply, err := chargeScript.Run(ctx, r.client, keys, args...).Text()
-	if err != nil {
-		return Decision{}, fmt.Errorf("quota: charge: %w", err)
+	deadline := r.deadline(ctx)
+	var reply string
+	var restore []restoreValue
+	for tries := 0; ; tries++ {
+		keys, args := r.chargeCallRestoring(identity, plan, sliding, periods, cost, record, deadline, restore)
+		var err error
+		if reply, err = chargeScript.Run(ctx, r.client, keys, args...).Text(); err != nil {
+			return Decision{}, fmt.Errorf("quota: charge: %w", err)
+		}
+		if !strings.HasPrefix(reply, restoreReply) {
+			break
+		}
+		// Counters are missing: looked up, then the charge is sent again
+		// with them. A second miss means a period began in between.
+		if tries == 2 {
+			return Decision{}, fmt.Errorf("quota: charge: the counters of %q are still missing after %d restores", identity, tries)
+		}
+		if restore, err = r.restore(ctx, identity, plan, periods, header(reply[len(restoreReply):])); err != nil {
+			return Decision{}, err
+		}
 	}
 	if reply == lateReply {
 		return Decision{}, ErrLate
@@ -152,10 +192,51 @@ func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64,
 	return decide(identity, plan, cost, admitted || extra.field(1) == 1, now, index, raw, marks), nil
 }
 
-// chargeCall returns the keys and arguments of charge.lua: the numbers
-// packed as big-endian doubles (see the a* fields), so the script parses no
-// number, their struct format and that of a record, and the log's TTL.
+// restoreValue is the units of a period whose counter Redis lost, as the
+// PeriodSource holds them; the zero value asks for them.
+type restoreValue struct{ start, used int64 }
+
+// restore looks up the counters the charge script found missing: ask holds
+// per missing counter its period (from 1, in the plan's order of periods)
+// and start. It returns what to send the script again.
+func (r *Redis) restore(ctx context.Context, identity string, plan Plan, periods []int, ask header) ([]restoreValue, error) {
+	n := len(ask) / 16
+	keys := make([]PeriodKey, n)
+	for k := range n {
+		i, start := ask.field(1+2*k), ask.field(2+2*k)
+		if i < 1 || int(i) > len(periods) {
+			return nil, fmt.Errorf("quota: charge: script asked to restore period %d of %d", i, len(periods))
+		}
+		keys[k] = PeriodKey{Limit: plan.Limits[periods[i-1]].Name, Start: time.UnixMicro(start)}
+	}
+	units, err := r.source.PeriodUsage(ctx, identity, keys)
+	if err != nil {
+		return nil, fmt.Errorf("quota: restoring the counters of %q: %w", identity, err)
+	}
+	if len(units) != n {
+		return nil, fmt.Errorf("quota: restoring the counters of %q: %d units for %d periods", identity, len(units), n)
+	}
+	vs := make([]restoreValue, len(periods))
+	for k := range n {
+		vs[ask.field(1+2*k)-1] = restoreValue{start: keys[k].Start.UnixMicro(), used: max(units[k], 0)}
+	}
+	return vs, nil
+}
+
+// chargeCall returns the keys and arguments of charge.lua for a charge
+// whose missing counters are looked up (with a PeriodSource) or counted
+// from zero: see chargeCallRestoring.
 func (r *Redis) chargeCall(identity string, plan Plan, sliding, periods []int, cost int64, record bool, deadline int64) ([]string, []any) {
+	return r.chargeCallRestoring(identity, plan, sliding, periods, cost, record, deadline, nil)
+}
+
+// chargeCallRestoring returns the keys and arguments of charge.lua: the
+// numbers packed as big-endian doubles (see the a* fields), so the script
+// parses no number, their struct format and that of a record, and the
+// log's TTL; then, for a plan with periods, their spans, fields and what to
+// do with a missing counter: restore it from restore (per period, in plan
+// order, when its start is set), or else ask for it or count from zero.
+func (r *Redis) chargeCallRestoring(identity string, plan Plan, sliding, periods []int, cost int64, record bool, deadline int64, restore []restoreValue) ([]string, []any) {
 	n := windowCount(plan, sliding)
 	tb, cb := recordWidths(plan)
 	packed := make([]byte, 0, 8*headerFields(n))
@@ -202,7 +283,19 @@ func (r *Redis) chargeCall(identity string, plan Plan, sliding, periods []int, c
 	for _, i := range periods {
 		args = append(args, plan.Limits[i].Name)
 	}
-	return keys, args
+	missing := make([]byte, 0, 16*len(periods))
+	for k := range periods {
+		v := restoreValue{used: restoreNone}
+		switch {
+		case k < len(restore) && restore[k].start != 0:
+			v = restore[k]
+		case r.source != nil:
+			v.used = restoreAsk
+		}
+		missing = binary.BigEndian.AppendUint64(missing, math.Float64bits(float64(v.start)))
+		missing = binary.BigEndian.AppendUint64(missing, math.Float64bits(float64(v.used)))
+	}
+	return keys, append(args, string(missing))
 }
 
 // deadline is when, in Redis time (microseconds, by the offset of Redis's
