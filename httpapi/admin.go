@@ -2,17 +2,97 @@ package httpapi
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/tileapi/tileapi/field"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
+	"github.com/tileapi/tileapi/quota"
 )
+
+// adminFailures is how many failed admin authentications one client
+// address may make in a minute, on each server.
+const adminFailures = 10
+
+// adminGuard authenticates admin requests. The token is compared by its
+// SHA-256 digest, in constant time, so the time a comparison takes shows
+// neither its bytes nor its length. Each client address (the one the
+// anonymous quota counts, see clientNetwork) may fail adminFailures times
+// in a minute: every admin request charges one unit to its address before
+// the token is compared, and the right token gives it back, so concurrent
+// guesses cannot overrun the allowance; an address whose allowance is spent
+// gets a 429 without a comparison. The failures are counted in this
+// process, so each server allows its own.
+type adminGuard struct {
+	digest   [sha256.Size]byte
+	failures *quota.Memory
+	plan     quota.Plan
+}
+
+// newAdminGuard returns the guard of token, nil for none: the admin API
+// disabled.
+func newAdminGuard(token string) (*adminGuard, error) {
+	if token == "" {
+		return nil, nil
+	}
+	p, err := quota.NewPlan("admin-failures", quota.Limit{Name: "minute", Max: adminFailures, Window: time.Minute})
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: admin failures: %w", err)
+	}
+	return &adminGuard{digest: sha256.Sum256([]byte(token)), failures: quota.NewMemory(nil), plan: p}, nil
+}
+
+// matches reports whether token is the admin token.
+func (g *adminGuard) matches(token string) bool {
+	d := sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(d[:], g.digest[:]) == 1
+}
+
+// requireAdmin admits requests bearing the admin token; with no token
+// configured the admin API does not exist.
+func (s *Server) requireAdmin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g := s.adminGuard
+		if g == nil || s.cfg.KeyAdmin == nil {
+			writeProblem(w, problemFor(errAdminDisabled))
+			return
+		}
+		// A request whose address cannot be read is counted with every
+		// other such request.
+		network, _ := clientNetwork(middleware.GetClientIP(r.Context()))
+		d, err := g.failures.Charge(r.Context(), "admin-failures:"+network, g.plan, 1)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if !d.Allowed {
+			writeProblem(w, problemFor(&tooManyAdminFailuresError{usage: d.Limits[0]}))
+			return
+		}
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || !g.matches(token) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tileapi-admin"`)
+			writeProblem(w, problemFor(errAdminToken))
+			return
+		}
+		// Only failures count.
+		if _, err := g.failures.Refund(r.Context(), d.Receipt); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // keyJSON is an API key as the admin API shows it: never its secret.
 type keyJSON struct {
@@ -173,11 +253,10 @@ func (s *Server) storeOverrides(w http.ResponseWriter, r *http.Request, id int64
 
 // checkOverrides reports overrides that do not make a valid plan of k's.
 func (s *Server) checkOverrides(k keys.Key, o plans.Overrides) error {
-	p, ok := s.cfg.Plans.Lookup(k.Plan)
-	if !ok {
+	if _, ok := s.cfg.Plans.Lookup(k.Plan); !ok {
 		return &unknownPlanError{plan: k.Plan}
 	}
-	_, err := p.With(o)
+	_, err := s.cfg.Plans.KeyPlan(k.Plan, o)
 	return err
 }
 
@@ -235,10 +314,8 @@ func (s *Server) withKey(w http.ResponseWriter, r *http.Request, f func(keys.Key
 }
 
 func (s *Server) checkPlan(name string) error {
-	if _, ok := s.cfg.Plans.Lookup(name); !ok {
-		return field.Invalid("plan", "must be one of %v", s.cfg.Plans.Names())
-	}
-	return nil
+	_, err := s.cfg.Plans.KeyPlan(name, plans.Overrides{})
+	return err
 }
 
 func keyID(r *http.Request) (int64, error) {

@@ -65,7 +65,8 @@ func memoryDataset(tb testing.TB) *dataset.Dataset {
 // env is a running server and what the test needs to reach inside it.
 type env struct {
 	server *Server
-	srv    *httptest.Server
+	srv    *httptest.Server // the public handler
+	admin  *httptest.Server // the admin handler
 	keys   *keys.Memory
 	quota  Quota
 	reg    *prometheus.Registry
@@ -153,9 +154,10 @@ func newEnv(t *testing.T, opts ...option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(s)
+	srv, admin := httptest.NewServer(s), httptest.NewServer(s.AdminHandler())
 	t.Cleanup(srv.Close)
-	return &env{server: s, srv: srv, keys: ks, quota: cfg.Quota, reg: reg}
+	t.Cleanup(admin.Close)
+	return &env{server: s, srv: srv, admin: admin, keys: ks, quota: cfg.Quota, reg: reg}
 }
 
 // cacheWritten waits until the tile cache writes the server made off the
@@ -176,16 +178,34 @@ func (e *env) get(t *testing.T, path string, headers ...string) *http.Response {
 	return e.do(t, http.MethodGet, path, nil, headers...)
 }
 
+// adminGet sends a GET to the admin handler.
+func (e *env) adminGet(t *testing.T, path string, headers ...string) *http.Response {
+	t.Helper()
+	return e.adminDo(t, http.MethodGet, path, nil, headers...)
+}
+
+// do sends a request to the public handler.
 func (e *env) do(t *testing.T, method, path string, body io.Reader, headers ...string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(method, e.srv.URL+path, body)
+	return send(t, e.srv, method, path, body, headers...)
+}
+
+// adminDo sends a request to the admin handler.
+func (e *env) adminDo(t *testing.T, method, path string, body io.Reader, headers ...string) *http.Response {
+	t.Helper()
+	return send(t, e.admin, method, path, body, headers...)
+}
+
+func send(t *testing.T, srv *httptest.Server, method, path string, body io.Reader, headers ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := e.srv.Client().Do(req)
+	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

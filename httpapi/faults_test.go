@@ -63,7 +63,7 @@ func TestHungRedisWithinBudget(t *testing.T) {
 			decode(t, e.get(t, "/v1/quota", key("std")...), http.StatusServiceUnavailable, &p)
 			admin := []string{"Authorization", "Bearer admin-secret"}
 			for _, method := range []string{http.MethodGet, http.MethodDelete} {
-				decode(t, e.do(t, method, "/admin/keys/1/usage", nil, admin...), http.StatusServiceUnavailable, &p)
+				decode(t, e.adminDo(t, method, "/admin/keys/1/usage", nil, admin...), http.StatusServiceUnavailable, &p)
 				if p.Code != "quota-unavailable" {
 					t.Errorf("%s /admin/keys/1/usage with Redis hung: %+v", method, p)
 				}
@@ -91,7 +91,7 @@ func TestReadyzWithHungRedis(t *testing.T) {
 			}))
 			redisSrv.Hang(t)
 			start := time.Now()
-			resp := e.get(t, "/readyz")
+			resp := e.adminGet(t, "/readyz")
 			took := time.Since(start)
 			var body struct {
 				Ready    bool

@@ -107,6 +107,8 @@ func newFuzzServer(tb testing.TB, mod func(*httpapi.Config)) http.Handler {
 		Plans:       ps,
 		DataVersion: "fuzz",
 		AdminToken:  fuzzAdmin,
+		// One handler for every route the fuzzers send.
+		AdminOnPublic: true,
 	}
 	if mod != nil {
 		mod(&cfg)

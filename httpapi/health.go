@@ -17,12 +17,46 @@ func (s *Server) handleHealthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// handleReadyz serves GET /readyz: each dependency (Redis, the database) is
-// pinged at once, each within its own second. It answers 503 when a
-// dependency the service cannot serve without fails; an optional one
-// (Redis under fail-open) is reported as failing while the service stays
-// ready, since it still serves.
+// handleReadyz serves GET /readyz on the public listener: ready (200) or
+// not (503), and nothing more. A stranger learns no address, error or
+// dependency name; the admin listener's /readyz has them.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	rd := s.readiness(r.Context())
+	writeJSON(w, rd.status(), map[string]bool{"ready": rd.ready})
+}
+
+// handleReadyzDetail serves GET /readyz on the admin listener: whether the
+// service is ready, each check's "ok" or error, and the optional
+// dependencies that fail.
+func (s *Server) handleReadyzDetail(w http.ResponseWriter, r *http.Request) {
+	rd := s.readiness(r.Context())
+	body := map[string]any{"ready": rd.ready, "checks": rd.checks}
+	if len(rd.degraded) > 0 {
+		body["degraded"] = rd.degraded
+	}
+	writeJSON(w, rd.status(), body)
+}
+
+// readiness is the outcome of every readiness check.
+type readiness struct {
+	ready    bool
+	checks   map[string]string // "ok" or the error, by name
+	degraded []string          // optional dependencies that fail
+}
+
+func (rd readiness) status() int {
+	if rd.ready {
+		return http.StatusOK
+	}
+	return http.StatusServiceUnavailable
+}
+
+// readiness pings each dependency (Redis, the database) at once, each
+// within its own time (a second unless the check says). The service is not
+// ready when a dependency it cannot serve without fails; an optional one
+// (Redis under fail-open) is reported as degraded while the service stays
+// ready, since it still serves.
+func (s *Server) readiness(ctx context.Context) readiness {
 	results := make([]string, len(s.cfg.Ready))
 	var wg sync.WaitGroup
 	for i, c := range s.cfg.Ready {
@@ -31,7 +65,7 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 			if timeout <= 0 {
 				timeout = readyTimeout
 			}
-			ctx, cancel := context.WithTimeout(r.Context(), timeout)
+			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			results[i] = "ok"
 			if err := c.Ping(ctx); err != nil {
@@ -40,28 +74,18 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	wg.Wait()
-	checks := make(map[string]string, len(results))
-	ready := true
-	var degraded []string
+	rd := readiness{ready: true, checks: make(map[string]string, len(results))}
 	for i, c := range s.cfg.Ready {
-		checks[c.Name] = results[i]
+		rd.checks[c.Name] = results[i]
 		switch {
 		case results[i] == "ok":
 		case c.Optional:
-			degraded = append(degraded, c.Name)
+			rd.degraded = append(rd.degraded, c.Name)
 		default:
-			ready = false
+			rd.ready = false
 		}
 	}
-	status := http.StatusOK
-	if !ready {
-		status = http.StatusServiceUnavailable
-	}
-	body := map[string]any{"ready": ready, "checks": checks}
-	if len(degraded) > 0 {
-		body["degraded"] = degraded
-	}
-	writeJSON(w, status, body)
+	return rd
 }
 
 //go:embed openapi.json

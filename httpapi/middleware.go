@@ -2,11 +2,9 @@ package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -67,24 +65,5 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			slog.String("quota", ww.Header().Get(headerStatus)),
 			slog.String("cost", ww.Header().Get("X-RateLimit-Cost")),
 		)
-	})
-}
-
-// requireAdmin admits requests bearing the admin token, compared in
-// constant time; with no token configured the admin API does not exist.
-func (s *Server) requireAdmin(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.AdminToken == "" || s.cfg.KeyAdmin == nil {
-			writeProblem(w, problemFor(errAdminDisabled))
-			return
-		}
-		auth := r.Header.Get("Authorization")
-		token, ok := strings.CutPrefix(auth, "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AdminToken)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="tileapi-admin"`)
-			writeProblem(w, problemFor(errAdminToken))
-			return
-		}
-		next.ServeHTTP(w, r)
 	})
 }

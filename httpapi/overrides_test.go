@@ -27,14 +27,14 @@ func TestKeyOverrides(t *testing.T) {
 		{`{}`, "overrides"},
 	} {
 		var p problem
-		decode(t, e.do(t, http.MethodPut, path, strings.NewReader(tc.body), admin...), http.StatusBadRequest, &p)
+		decode(t, e.adminDo(t, http.MethodPut, path, strings.NewReader(tc.body), admin...), http.StatusBadRequest, &p)
 		if p.Field != tc.field {
 			t.Errorf("%s: %+v, want field %q", tc.body, p, tc.field)
 		}
 	}
 
 	var got keyJSON
-	decode(t, e.do(t, http.MethodPut, path, strings.NewReader(
+	decode(t, e.adminDo(t, http.MethodPut, path, strings.NewReader(
 		`{"limits": [{"name": "ten-seconds", "max": 7, "window": "10s"}, {"name": "hour", "max": 100, "window": "1h"}]}`), admin...),
 		http.StatusOK, &got)
 	if !strings.Contains(string(got.Overrides), `"hour"`) {
@@ -58,7 +58,7 @@ func TestKeyOverrides(t *testing.T) {
 	}
 
 	var cleared keyJSON
-	decode(t, e.do(t, http.MethodDelete, path, nil, admin...), http.StatusOK, &cleared)
+	decode(t, e.adminDo(t, http.MethodDelete, path, nil, admin...), http.StatusOK, &cleared)
 	if cleared.Overrides != nil {
 		t.Errorf("overrides after DELETE: %s", cleared.Overrides)
 	}

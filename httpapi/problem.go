@@ -71,6 +71,12 @@ type tooManyUnknownKeysError struct{ usage quota.LimitState }
 
 func (e *tooManyUnknownKeysError) Error() string { return "too many unknown API keys" }
 
+// tooManyAdminFailuresError refuses an admin request from an address that
+// has failed to authenticate too often (see adminGuard).
+type tooManyAdminFailuresError struct{ usage quota.LimitState }
+
+func (e *tooManyAdminFailuresError) Error() string { return "too many failed admin authentications" }
+
 // concurrencyError refuses a request while its caller has as many in
 // progress as its plan allows.
 type concurrencyError struct {
@@ -104,6 +110,7 @@ func problemFor(err error) *problem {
 		gateDown    *quotahttp.UnavailableError
 		overPlan    *overPlanError
 		unknownKeys *tooManyUnknownKeysError
+		adminFails  *tooManyAdminFailuresError
 		quotaDown   *quotaUnavailableError
 		busy        *concurrencyError
 	)
@@ -130,6 +137,13 @@ func problemFor(err error) *problem {
 		l := unknownKeys.usage
 		p := newProblem(http.StatusTooManyRequests, "too-many-unknown-keys", "Too many unknown API keys",
 			fmt.Sprintf("this address presented %d unknown API keys in the last %s; keys it has not used before are checked again once the oldest of those is %s old",
+				l.Used, l.Limit.Window, l.Limit.Window))
+		p.RetryAfterMS = max(ceilDiv(l.ResetAfter.Microseconds(), 1000), 1)
+		return p
+	case errors.As(err, &adminFails):
+		l := adminFails.usage
+		p := newProblem(http.StatusTooManyRequests, "too-many-admin-failures", "Too many failed admin authentications",
+			fmt.Sprintf("this address failed to authenticate %d times in the last %s; its admin requests are refused until the oldest of those is %s old",
 				l.Used, l.Limit.Window, l.Limit.Window))
 		p.RetryAfterMS = max(ceilDiv(l.ResetAfter.Microseconds(), 1000), 1)
 		return p

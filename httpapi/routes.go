@@ -17,8 +17,9 @@ import (
 // small one.
 const maxBodyBytes = 64 << 10
 
-// routes declares every route of the service.
-func (s *Server) routes() http.Handler {
+// newRouter is a router with the middleware and the not-found and
+// method-not-allowed answers of both listeners.
+func (s *Server) newRouter() chi.Router {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID)
 	r.Use(s.clientIP())
@@ -29,20 +30,23 @@ func (s *Server) routes() http.Handler {
 	// HEAD is served, and metered, as the GET it stands for: the same work
 	// makes its ETag and length.
 	r.Use(middleware.GetHead)
-	notFound := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeProblem(w, problemFor(errRouteNotFound))
-	})
-	r.NotFound(notFound)
+	r.NotFound(handleNotFound)
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
 		writeProblem(w, problemFor(errMethodNotAllowed))
 	})
+	return r
+}
+
+// routes declares every route of the public listener.
+func (s *Server) routes() http.Handler {
+	r := s.newRouter()
 
 	// Never metered.
 	r.Get("/healthz", s.handleHealthz)
 	r.Get("/readyz", s.handleReadyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	r.Get("/openapi.json", handleOpenAPI)
-	page := web.Handler(s.cfg.DemoKey, notFound) // the demo page
+	page := web.Handler(s.cfg.DemoKey, http.HandlerFunc(handleNotFound)) // the demo page
 	r.Method(http.MethodGet, "/", page)
 	r.Method(http.MethodGet, "/assets/*", page)
 
@@ -61,19 +65,39 @@ func (s *Server) routes() http.Handler {
 		r.Get("/quota", s.handleQuota) // usage; not charged
 	})
 
-	r.Route("/admin", func(r chi.Router) {
-		r.Use(s.requireAdmin)
-		r.Post("/keys", s.handleCreateKey)
-		r.Get("/keys", s.handleListKeys)
-		r.Get("/keys/{id}", s.handleGetKey)
-		r.Delete("/keys/{id}", s.handleRevokeKey)
-		r.Put("/keys/{id}/plan", s.handleSetPlan)
-		r.Put("/keys/{id}/overrides", s.handleSetOverrides)
-		r.Delete("/keys/{id}/overrides", s.handleDeleteOverrides)
-		r.Get("/keys/{id}/usage", s.handleKeyUsage)
-		r.Delete("/keys/{id}/usage", s.handleResetUsage)
-	})
+	// The admin API only where asked: by default /admin/ is not found here.
+	if s.cfg.AdminOnPublic {
+		r.Route("/admin", s.adminAPI)
+	}
 	return r
+}
+
+// adminRoutes declares every route of the admin listener.
+func (s *Server) adminRoutes() http.Handler {
+	r := s.newRouter()
+	r.Get("/healthz", s.handleHealthz)
+	r.Get("/readyz", s.handleReadyzDetail)
+	r.Route("/admin", s.adminAPI)
+	return r
+}
+
+// adminAPI declares the routes of the admin API, behind the admin token.
+func (s *Server) adminAPI(r chi.Router) {
+	r.Use(s.requireAdmin)
+	r.Post("/keys", s.handleCreateKey)
+	r.Get("/keys", s.handleListKeys)
+	r.Get("/keys/{id}", s.handleGetKey)
+	r.Delete("/keys/{id}", s.handleRevokeKey)
+	r.Put("/keys/{id}/plan", s.handleSetPlan)
+	r.Put("/keys/{id}/overrides", s.handleSetOverrides)
+	r.Delete("/keys/{id}/overrides", s.handleDeleteOverrides)
+	r.Get("/keys/{id}/usage", s.handleKeyUsage)
+	r.Delete("/keys/{id}/usage", s.handleResetUsage)
+}
+
+// handleNotFound answers a route neither listener has.
+func handleNotFound(w http.ResponseWriter, _ *http.Request) {
+	writeProblem(w, problemFor(errRouteNotFound))
 }
 
 // corsOptions lets pages of origins (or any, "*") call the API with a key,

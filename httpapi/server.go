@@ -143,8 +143,13 @@ type Config struct {
 	PublicURL string
 	// DemoKey is prefilled in the demo page's key field (embedded mode).
 	DemoKey string
-	// AdminToken enables /admin/ for requests bearing it.
+	// AdminToken enables the admin API (/admin/) for requests bearing it;
+	// empty disables it.
 	AdminToken string
+	// AdminOnPublic also serves the admin API on the public handler; by
+	// default only AdminHandler serves it, and the public handler answers
+	// /admin/ with 404.
+	AdminOnPublic bool
 
 	Logger *slog.Logger
 	// Registry receives the metrics and is served at /metrics (default: a
@@ -176,10 +181,13 @@ type Server struct {
 	log         *slog.Logger
 	metrics     *metrics
 	unknownKeys *unknownKeyGuard // nil when disabled
+	adminGuard  *adminGuard      // nil when the admin API is disabled
 	handler     http.Handler
+	admin       http.Handler
 }
 
-// NewServer returns the handler of every route.
+// NewServer returns the handler of the public routes; AdminHandler serves
+// the admin API and the details of readiness.
 func NewServer(cfg Config) (*Server, error) {
 	switch {
 	case cfg.Quota == nil || cfg.Geofence == nil || cfg.Tiles == nil || cfg.TileCache == nil || cfg.Keys == nil:
@@ -227,7 +235,10 @@ func NewServer(cfg Config) (*Server, error) {
 	if s.unknownKeys, err = newUnknownKeyGuard(cfg, s.quota, s.quotaStoreFailed); err != nil {
 		return nil, err
 	}
-	s.handler = s.routes()
+	if s.adminGuard, err = newAdminGuard(cfg.AdminToken); err != nil {
+		return nil, err
+	}
+	s.handler, s.admin = s.routes(), s.adminRoutes()
 	return s, nil
 }
 
@@ -238,5 +249,10 @@ func (s *Server) quotaStoreFailed(ctx context.Context, err error) {
 	s.log.WarnContext(ctx, "quota store failed", "err", err)
 }
 
-// ServeHTTP serves every route.
+// ServeHTTP serves the public routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// AdminHandler serves the admin API (/admin/, with the admin token) and
+// /readyz with each dependency's error: what only operators should see,
+// for a listener of its own on a private address.
+func (s *Server) AdminHandler() http.Handler { return s.admin }
