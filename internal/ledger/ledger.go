@@ -1,0 +1,307 @@
+// Package ledger keeps the usage ledger in PostgreSQL: what each quota
+// identity used in each calendar period of each period limit (a day, a
+// month), as every server's charges, refunds and settlements add up. It is
+// written behind the requests, in batches, and read back to restore a
+// counter that Redis lost (a quota.PeriodSource), so what a customer buys
+// by the month survives losing Redis.
+//
+// What can still be lost is what no server had written when Redis lost it:
+// at most one flush interval of each server's charges (and a batch it was
+// retrying), and of a server that dies, what it held unwritten.
+package ledger
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tileapi/tileapi/quota"
+)
+
+// Defaults of Options.
+const (
+	DefaultFlushEvery = time.Second
+	DefaultMaxPending = 100_000
+)
+
+// Options configures a Ledger; a zero field takes its default.
+type Options struct {
+	// FlushEvery is how often the units recorded are written.
+	FlushEvery time.Duration
+	// MaxPending bounds the (identity, period) rows held unwritten; past
+	// it a row not yet held is dropped and counted (Stats.Dropped).
+	MaxPending int
+	// Logger receives failed writes; nil discards them.
+	Logger *slog.Logger
+}
+
+// Ledger records units per identity and period and writes them to the
+// quota_ledger table (migrations/00007_quota_ledger.sql). It is safe for
+// concurrent use.
+type Ledger struct {
+	pool *pgxpool.Pool
+	opt  Options
+
+	mu      sync.Mutex
+	pending map[row]int64 // recorded since the last batch was formed
+	retry   *batch        // a batch whose write failed, sent again first
+	stats   Stats
+}
+
+// Stats counts what a Ledger did.
+type Stats struct {
+	Batches  int64 // batches written
+	Failures int64 // failed writes, each retried
+	Dropped  int64 // rows dropped for MaxPending
+}
+
+// row is one identity's period of one limit.
+type row struct {
+	identity, limit string
+	start           int64 // microseconds since the Unix epoch
+}
+
+// batch is a set of rows with the id it is applied once by.
+type batch struct {
+	id    string
+	units map[row]int64
+}
+
+// New returns a Ledger writing to pool, whose database has the migrations
+// applied. Run writes what it records.
+func New(pool *pgxpool.Pool, opt Options) *Ledger {
+	if opt.FlushEvery <= 0 {
+		opt.FlushEvery = DefaultFlushEvery
+	}
+	if opt.MaxPending <= 0 {
+		opt.MaxPending = DefaultMaxPending
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Ledger{pool: pool, opt: opt, pending: make(map[row]int64)}
+}
+
+// Record adds units (negative for units given back) to every period rc's
+// charge was counted in. It does no I/O.
+func (l *Ledger) Record(rc quota.Receipt, units int64) {
+	ps := rc.Periods()
+	if len(ps) == 0 || units == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range ps {
+		r := row{identity: rc.Identity(), limit: p.Limit, start: p.Start.UnixMicro()}
+		if _, held := l.pending[r]; !held && len(l.pending) >= l.opt.MaxPending {
+			l.stats.Dropped++
+			continue
+		}
+		l.pending[r] += units
+	}
+}
+
+// Stats returns what the ledger did so far.
+func (l *Ledger) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stats
+}
+
+// Run writes what is recorded every FlushEvery until ctx is done, then
+// once more, within 5 s, so a server that stops writes what it holds.
+func (l *Ledger) Run(ctx context.Context) {
+	t := time.NewTicker(l.opt.FlushEvery)
+	defer t.Stop()
+	prune := time.NewTicker(time.Hour)
+	defer prune.Stop()
+	for {
+		select {
+		case <-prune.C:
+			if _, err := l.pool.Exec(ctx, pruneSQL); err != nil && ctx.Err() == nil {
+				l.opt.Logger.Warn("ledger: pruning old batch ids failed", "err", err)
+			}
+		case <-t.C:
+			if err := l.Flush(ctx); err != nil && ctx.Err() == nil {
+				l.opt.Logger.Warn("ledger: write failed; retried at the next flush", "err", err)
+			}
+		case <-ctx.Done():
+			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if err := l.Flush(final); err != nil {
+				l.opt.Logger.Error("ledger: the last write before stopping failed: its units are lost from the ledger", "err", err)
+			}
+			cancel()
+			return
+		}
+	}
+}
+
+// Flush writes every batch recorded so far: first a batch that failed
+// before, with its id, then what was recorded since. A batch is applied
+// once, however often it is sent.
+func (l *Ledger) Flush(ctx context.Context) error {
+	for {
+		b := l.next()
+		if b == nil {
+			return nil
+		}
+		err := l.write(ctx, b)
+		l.mu.Lock()
+		if err != nil {
+			l.retry = b
+			l.stats.Failures++
+		} else {
+			l.stats.Batches++
+		}
+		l.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// next returns the batch to write: the one to retry, or else what is
+// pending, given a new id; nil when there is nothing.
+func (l *Ledger) next() *batch {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b := l.retry; b != nil {
+		l.retry = nil
+		return b
+	}
+	if len(l.pending) == 0 {
+		return nil
+	}
+	b := &batch{id: newID(), units: l.pending}
+	l.pending = make(map[row]int64, len(b.units))
+	return b
+}
+
+const (
+	// claimSQL records a batch's id; it inserts nothing for a batch
+	// applied before.
+	claimSQL = `INSERT INTO quota_ledger_batches (id) VALUES ($1) ON CONFLICT DO NOTHING`
+	// addSQL adds a batch's units to the ledger's rows.
+	addSQL = `INSERT INTO quota_ledger (identity, limit_name, period_start, units)
+SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[])
+ON CONFLICT (identity, limit_name, period_start)
+DO UPDATE SET units = quota_ledger.units + EXCLUDED.units, updated_at = now()`
+	// pruneSQL forgets batch ids far older than any retry.
+	pruneSQL = `DELETE FROM quota_ledger_batches WHERE applied_at < now() - interval '7 days'`
+	// usageSQL reads the units of an identity's periods, in their order,
+	// 0 for a period it has no row of.
+	usageSQL = `SELECT coalesce(l.units, 0)
+FROM unnest($2::text[], $3::timestamptz[]) WITH ORDINALITY AS p(limit_name, period_start, i)
+LEFT JOIN quota_ledger l ON l.identity = $1 AND l.limit_name = p.limit_name AND l.period_start = p.period_start
+ORDER BY p.i`
+)
+
+// write applies b in one transaction: its id first, so that a batch
+// already applied (its commit's answer lost) changes nothing.
+func (l *Ledger) write(ctx context.Context, b *batch) error {
+	n := len(b.units)
+	ids, limits, starts, units := make([]string, 0, n), make([]string, 0, n), make([]time.Time, 0, n), make([]int64, 0, n)
+	for r, u := range b.units {
+		ids, limits = append(ids, r.identity), append(limits, r.limit)
+		starts, units = append(starts, time.UnixMicro(r.start)), append(units, u)
+	}
+	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, claimSQL, b.id)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err // applied before: nothing more to do
+		}
+		_, err = tx.Exec(ctx, addSQL, ids, limits, starts, units)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("ledger: write %d rows: %w", n, err)
+	}
+	return nil
+}
+
+// PeriodUsage returns the units identity used in each of periods: the
+// ledger's, with what this server holds unwritten (a restore should not
+// forget its own latest charges). It makes Ledger a quota.PeriodSource.
+func (l *Ledger) PeriodUsage(ctx context.Context, identity string, periods []quota.PeriodKey) ([]int64, error) {
+	limits, starts := make([]string, len(periods)), make([]time.Time, len(periods))
+	for i, p := range periods {
+		limits[i], starts[i] = p.Limit, p.Start
+	}
+	rows, err := l.pool.Query(ctx, usageSQL, identity, limits, starts)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: usage: %w", err)
+	}
+	units, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("ledger: usage: %w", err)
+	}
+	if len(units) != len(periods) {
+		return nil, errors.New("ledger: usage: a row per period was not returned")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, p := range periods {
+		r := row{identity: identity, limit: p.Limit, start: p.Start.UnixMicro()}
+		units[i] += l.pending[r]
+		if l.retry != nil {
+			units[i] += l.retry.units[r]
+		}
+	}
+	return units, nil
+}
+
+var _ quota.PeriodSource = (*Ledger)(nil)
+
+// newID returns a random UUID (version 4), a batch's id.
+func newID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// Store returns s with every admitted charge, refund and settlement made
+// through it recorded in l.
+func (l *Ledger) Store(s quota.Store) quota.Store { return &recording{Store: s, ledger: l} }
+
+// recording is a quota.Store that records what it charges and gives back.
+type recording struct {
+	quota.Store
+	ledger *Ledger
+}
+
+func (s *recording) Allow(ctx context.Context, identity string, plan quota.Plan) (quota.Decision, error) {
+	return s.Charge(ctx, identity, plan, 1)
+}
+
+func (s *recording) Charge(ctx context.Context, identity string, plan quota.Plan, cost int64) (quota.Decision, error) {
+	d, err := s.Store.Charge(ctx, identity, plan, cost)
+	if err == nil && d.Allowed {
+		s.ledger.Record(d.Receipt, d.Receipt.Cost())
+	}
+	return d, err
+}
+
+func (s *recording) Refund(ctx context.Context, rc quota.Receipt) (bool, error) {
+	ok, err := s.Store.Refund(ctx, rc)
+	if ok {
+		s.ledger.Record(rc, -rc.Cost())
+	}
+	return ok, err
+}
+
+func (s *recording) Settle(ctx context.Context, rc quota.Receipt, actual int64) (quota.Receipt, bool, error) {
+	got, ok, err := s.Store.Settle(ctx, rc, actual)
+	if ok {
+		s.ledger.Record(rc, actual-rc.Cost())
+	}
+	return got, ok, err
+}
