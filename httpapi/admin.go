@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/tileapi/tileapi/field"
 	"github.com/tileapi/tileapi/keys"
@@ -69,7 +68,7 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 		}
 		// A request whose address cannot be read is counted with every
 		// other such request.
-		network, _ := clientNetwork(middleware.GetClientIP(r.Context()))
+		network, _ := s.clientNetwork(r.Context())
 		d, err := g.failures.Charge(r.Context(), "admin-failures:"+network, g.plan, 1)
 		if err != nil {
 			s.fail(w, r, err)

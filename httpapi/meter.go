@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-chi/chi/v5/middleware"
-
 	"github.com/tileapi/tileapi/inflight"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
@@ -34,7 +32,7 @@ func (s *Server) identify(r *http.Request) (caller, error) {
 		if s.cfg.NoAnonymous {
 			return caller{}, errMissingKey
 		}
-		network, ok := clientNetwork(middleware.GetClientIP(r.Context()))
+		network, ok := s.clientNetwork(r.Context())
 		if !ok {
 			return caller{}, errNoClientAddress
 		}
@@ -99,7 +97,7 @@ func (s *Server) lookupKey(r *http.Request, secret string) (keys.Key, error) {
 	if s.unknownKeys != nil {
 		// An address whose client network cannot be read is counted with
 		// every other such address: never let through unguarded.
-		network, ok := clientNetwork(middleware.GetClientIP(ctx))
+		network, ok := s.clientNetwork(ctx)
 		if !ok {
 			network = "unknown"
 		}

@@ -11,16 +11,6 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 )
 
-// clientIP stores the client's address for anonymous quotas: from
-// X-Forwarded-For only when the TCP peer is a trusted proxy, otherwise the
-// peer itself, so a client cannot pick its own budget by spoofing the header.
-func (s *Server) clientIP() func(http.Handler) http.Handler {
-	if len(s.cfg.TrustedProxies) == 0 {
-		return middleware.ClientIPFromRemoteAddr
-	}
-	return middleware.ClientIPFromXFF(s.cfg.TrustedProxies...)
-}
-
 type logKeyCtx struct{}
 
 // logNote carries what the handler learns for the access log.

@@ -116,6 +116,11 @@ type Config struct {
 	// TrustedProxies are the CIDR prefixes whose X-Forwarded-For is
 	// believed; from anyone else the TCP peer is the client.
 	TrustedProxies []string
+	// AnonymousIPv6Prefix is the prefix length by which IPv6 clients are
+	// counted: the addresses of one /N share one anonymous budget, one
+	// allowance of unknown keys and of failed admin authentications.
+	// Default DefaultAnonymousIPv6Prefix (64); 32 to 128.
+	AnonymousIPv6Prefix int
 	// FailClosed answers 503 when the quota store fails; the default
 	// (fail-open) serves the request unmetered.
 	FailClosed bool
@@ -195,6 +200,9 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if _, ok := cfg.Plans.Lookup(plans.Anonymous); !ok && !cfg.NoAnonymous {
 		return nil, errors.New("httpapi: no anonymous plan, and anonymous requests are allowed")
+	}
+	if err := checkIdentity(&cfg); err != nil {
+		return nil, err
 	}
 	if cfg.QuotaTimeout <= 0 {
 		cfg.QuotaTimeout = 50 * time.Millisecond
