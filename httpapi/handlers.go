@@ -292,25 +292,12 @@ func (s *Server) lowerTile(ctx context.Context, store quotahttp.Store, c caller,
 		lowered.Receipt = rc
 		return lowered
 	}
-	select {
-	case s.tileSettles <- struct{}{}:
-		go func() {
-			defer func() { <-s.tileSettles }()
-			ctx := context.WithoutCancel(ctx)
-			for wait := 100 * time.Millisecond; ; wait *= 2 {
-				_, _, err := s.quota.Settle(ctx, d.Receipt, hitPrice)
-				if err == nil {
-					return
-				}
-				s.quotaStoreFailed(ctx, err)
-				if wait > 3200*time.Millisecond {
-					s.log.ErrorContext(ctx, "lowering a cached tile to its price given up after retries: it stays charged the miss price", "units", d.Cost-hitPrice)
-					return
-				}
-				time.Sleep(wait)
-			}
-		}()
-	default:
+	// Seven tries over 6.3 s, the last after 3.2 s.
+	settle := func(ctx context.Context) error { _, _, err := s.quota.Settle(ctx, d.Receipt, hitPrice); return err }
+	gaveUp := func() {
+		s.log.ErrorContext(ctx, "lowering a cached tile to its price given up after retries: it stays charged the miss price", "units", d.Cost-hitPrice)
+	}
+	if !s.retryLater(ctx, time.Now().Add(6400*time.Millisecond), settle, gaveUp) {
 		s.log.ErrorContext(ctx, "lowering a cached tile to its price not tried: too many pending; it stays charged the miss price", "units", d.Cost-hitPrice)
 		return d
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/tileapi/tileapi/dataset"
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/inflight"
+	"github.com/tileapi/tileapi/internal/faultproxy"
 	"github.com/tileapi/tileapi/internal/testenv"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
@@ -265,4 +266,81 @@ func TestInFlightAfterStall(t *testing.T) {
 	if after["200 "+statusCharged] == 0 {
 		t.Errorf("no request charged after the stall")
 	}
+}
+
+// A release that Redis did not get is retried in the background: another
+// server has the slots again once Redis answers, with no more requests on
+// the server that held them and long before their lease runs out.
+func TestInFlightReleaseRetried(t *testing.T) {
+	const lease = time.Minute
+	redisSrv := testenv.StartRedisServer(t)
+	proxy, err := faultproxy.Start(redisSrv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	prefix := "inflight-retried:"
+	serverOn := func(addr string, g Geofence) *env {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { rdb.Close() })
+		return newEnv(t, with(func(c *Config) {
+			c.QuotaTimeout = 100 * time.Millisecond
+			c.Quota = quota.NewRedis(rdb, quota.WithPrefix(prefix))
+			c.InFlight = inflight.NewRedis(rdb, inflight.WithPrefix(prefix+"f:"), inflight.WithLease(lease))
+			c.Geofence = g
+		}))
+	}
+	slow := newSlowGeofence(t)
+	a := serverOn(proxy.Addr(), slow)
+	b := serverOn(redisSrv.Addr, geofence.NewMemory(memoryDataset(t)))
+
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	t.Cleanup(slow.end)
+	for range 2 { // both of plan two's slots
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, a.srv.URL+contains, nil)
+			req.Header.Set("X-API-Key", "key-two")
+			if resp, err := a.srv.Client().Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	slow.waitInFlight(t, 2)
+	if resp := b.get(t, contains, key("two")...); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("with both slots held on the other server: status %d", resp.StatusCode)
+	}
+	// The requests end while nothing reaches Redis: their releases fail.
+	proxy.BlackHole()
+	slow.end()
+	for deadline := time.Now().Add(5 * time.Second); storeErrors(t, a) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the releases did not fail: %v store errors", storeErrors(t, a))
+		}
+	}
+	proxy.Restore()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp := b.get(t, contains, key("two")...)
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after Redis answers again, the slots released while it did not are still held (status %d); the lease is %v", resp.StatusCode, lease)
+		}
+	}
+}
+
+// storeErrors is e's count of failed calls of Redis.
+func storeErrors(t *testing.T, e *env) float64 {
+	t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "tileapi_quota_store_errors_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
 }

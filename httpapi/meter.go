@@ -290,7 +290,9 @@ func (s *Server) acquire(ctx context.Context, c caller) (inflight.Lease, error) 
 
 // release renews the lease while the request runs (a slow query must not
 // lose its slot) and returns the function that stops that and gives the
-// slot back.
+// slot back. A release that fails is retried in the background until the
+// lease would have expired anyway (besides, inflight.Redis makes it with
+// the caller's next acquire).
 func (s *Server) release(ctx context.Context, l inflight.Lease) func() {
 	if l.IsZero() {
 		return func() {}
@@ -318,6 +320,10 @@ func (s *Server) release(ctx context.Context, l inflight.Lease) func() {
 		renewing.Wait()
 		if err := s.inFlight.Release(ctx, l); err != nil {
 			s.quotaStoreFailed(ctx, err)
+			release := func(ctx context.Context) error { return s.inFlight.Release(ctx, l) }
+			if !s.retryLater(ctx, time.Now().Add(s.inFlight.Lease()), release, nil) {
+				s.log.WarnContext(ctx, "an in-flight slot's release not retried: too many pending; it comes free when its lease expires")
+			}
 		}
 	}
 }

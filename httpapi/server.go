@@ -166,10 +166,6 @@ type Config struct {
 // cannot pile up goroutines.
 const maxCacheWrites = 64
 
-// maxTileSettles bounds the cached tiles' charges lowered in the
-// background at once.
-const maxTileSettles = 1024
-
 // Server is the HTTP handler of tileapi.
 type Server struct {
 	cfg         Config
@@ -179,10 +175,8 @@ type Server struct {
 	usage       http.Handler     // the same gate's peek at usage, for /v1/quota
 	tileCache   TileCache        // cfg.TileCache within the time budget
 	cacheWrites chan struct{}    // a slot per tile cache write in flight
-	// tileSettles holds a slot per cached tile's charge being lowered to
-	// its price in the background.
-	tileSettles chan struct{}
-	inFlight    InFlight // cfg.InFlight within the time budget; nil for none
+	retries     chan struct{}    // a slot per call retried in the background (retryLater)
+	inFlight    InFlight         // cfg.InFlight within the time budget; nil for none
 	log         *slog.Logger
 	metrics     *metrics
 	unknownKeys *unknownKeyGuard // nil when disabled
@@ -233,7 +227,7 @@ func NewServer(cfg Config) (*Server, error) {
 		denials:     denials,
 		tileCache:   budgetCache{c: cfg.TileCache, timeout: cfg.QuotaTimeout},
 		cacheWrites: make(chan struct{}, maxCacheWrites),
-		tileSettles: make(chan struct{}, maxTileSettles),
+		retries:     make(chan struct{}, maxRetries),
 	}
 	g := s.newGate(ownCharges{denials})
 	s.meter, s.usage = g.Handler(http.HandlerFunc(s.runWork)), g.Usage(s.showUsage)
