@@ -45,7 +45,20 @@
 //
 // Every call of the store is bounded by a time budget ([WithTimeout],
 // default 50ms). If the store fails or runs out of it, the gate fails open
-// (serves the request unmetered, X-Quota-Status: unmetered) unless
-// [WithFailClosed] makes it answer 503. [WithShadow] computes and reports
-// every decision but refuses nothing, for trying a plan on live traffic.
+// (serves the request unmetered) unless [WithFailClosed] makes it answer
+// 503. Failing open never forgets: once the work is served, its charge is
+// owed (X-Quota-Status: unmetered-pending) and made when the store answers
+// again, in every limit and period whether it fits or not, so a client
+// served while the store was down pays for it, as an overdraft if need be.
+// Each pending charge has an id the store makes it once by
+// ([quota.Redis.ChargeOverdraft]): a retry whose first try was made, its
+// answer lost, is not counted twice. One goroutine a gate retries the
+// pending charges and the refunds that did not answer in time, while any
+// are owed; [WithPendingLimit] bounds them (beyond it a request is served
+// unmetered with nothing owed, X-Quota-Status: unmetered, as with a store
+// that cannot charge later). One case is counted twice: a charge that
+// Redis made in time but whose answer reached the gate after the budget
+// (a loaded server) is also owed, so at most the request's price more.
+// [WithShadow] computes and reports every decision but refuses nothing,
+// for trying a plan on live traffic.
 package quotahttp

@@ -29,10 +29,6 @@ var (
 // WithTimeout sets another.
 const DefaultTimeout = 50 * time.Millisecond
 
-// maxRefundRetries bounds the refunds a gate retries in the background at
-// once, so a dead store cannot pile up goroutines.
-const maxRefundRetries = 1024
-
 // Gate meters the requests of the handlers it wraps. It is safe for
 // concurrent use; make one and wrap any number of handlers with it.
 type Gate struct {
@@ -48,8 +44,11 @@ type Gate struct {
 	onError    func(http.ResponseWriter, *http.Request, error)
 	observe    func(*http.Request, Event)
 	observed   bool // an observer was given
-	retries    chan struct{}
-	policies   policyCache
+	// overdraft charges the requests served unmetered once the store
+	// answers again; nil when the store cannot (then they are forgotten).
+	overdraft overdrafter
+	backlog   *backlog // what the gate owes the store
+	policies  policyCache
 }
 
 // writeHeaders writes the quota headers of d, a decision under plan.
@@ -63,8 +62,9 @@ func (g *Gate) writeHeaders(h http.Header, plan string, d quota.Decision) {
 // New returns a gate that charges store. A plan is required (WithPlan or
 // WithPlanFunc); the other options have defaults: callers identified by
 // client address, every request costing one unit, a 50ms budget, failing
-// open. New panics if store is nil or no plan is given: those are
-// programming errors.
+// open, owing the store at most DefaultPendingLimit refunds and charges.
+// New panics if store is nil or no plan is given: those are programming
+// errors.
 func New(store Store, opts ...Option) *Gate {
 	if store == nil {
 		panic("quotahttp: New: nil store")
@@ -78,8 +78,9 @@ func New(store Store, opts ...Option) *Gate {
 		refundIf: RefundFailures,
 		onError:  WriteProblem,
 		observe:  func(*http.Request, Event) {},
-		retries:  make(chan struct{}, maxRefundRetries),
+		backlog:  newBacklog(DefaultPendingLimit),
 	}
+	g.overdraft, _ = store.(overdrafter)
 	for _, o := range opts {
 		o(g)
 	}
@@ -194,7 +195,16 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 			return
 		}
 		m.Status = StatusUnmetered
-		setStatus(w.Header(), StatusUnmetered)
+		if g.overdraft != nil {
+			if g.backlog.reserve() {
+				// Served now, charged once the store answers again.
+				m.Status, m.owing = StatusUnmeteredPending, m.Cost
+			} else {
+				e.Kind, e.Units, e.Err = EventChargeDropped, m.Cost, errPendingFull
+				g.observe(r, e)
+			}
+		}
+		setStatus(w.Header(), m.Status)
 		g.run(w, r, next, m)
 	default: // denied
 		e.Kind = EventDenied
@@ -223,10 +233,14 @@ func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, next http.Handler,
 
 // run serves the request with next, the metering in its context, and
 // refunds the charge if the handler fails: a refunded status, a panic, or
-// a client gone before the work began.
+// a client gone before the work began. A request served unmetered owes
+// its charge once its work is done, unless that failed.
 func (g *Gate) run(w http.ResponseWriter, r *http.Request, next http.Handler, m *metering) {
 	m.Context = r.Context() // m is the handler's context: see metering.Value
 	ctx := context.Context(m)
+	if m.owing > 0 {
+		defer m.owe()
+	}
 	if err := ctx.Err(); err != nil {
 		m.refund(ctx)
 		g.onError(w, r, err)

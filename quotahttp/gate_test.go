@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -260,9 +261,10 @@ func TestHandlerContext(t *testing.T) {
 	}
 }
 
-// A store that cannot be reached: fail open serves unmetered, fail closed
-// answers 503, both within the budget. The stores are real Redis clients
-// of a port that refuses, and of one that accepts and never answers.
+// A store that cannot be reached: fail open serves unmetered, its charge
+// pending, fail closed answers 503, both within the budget. The stores are
+// real Redis clients of a port that refuses, and of one that accepts and
+// never answers.
 func TestStoreFailures(t *testing.T) {
 	plan := mustPlan(t, quota.PerMinute(100))
 	refusing := quota.NewRedis(redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1}))
@@ -273,17 +275,22 @@ func TestStoreFailures(t *testing.T) {
 	}{{"refused", refusing}, {"hung", hung}} {
 		for _, closed := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/closed=%v", s.name, closed), func(t *testing.T) {
+				var mu sync.Mutex // the pending charge's retries are observed too
 				var events []quotahttp.EventKind
 				opts := []quotahttp.Option{quotahttp.WithPlan(plan), quotahttp.WithTimeout(100 * time.Millisecond),
-					quotahttp.WithObserver(func(_ *http.Request, e quotahttp.Event) { events = append(events, e.Kind) })}
+					quotahttp.WithObserver(func(_ *http.Request, e quotahttp.Event) {
+						mu.Lock()
+						defer mu.Unlock()
+						events = append(events, e.Kind)
+					})}
 				if closed {
 					opts = append(opts, quotahttp.WithFailClosed())
 				}
 				served := false
 				h := quotahttp.New(s.store, opts...).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					served = true
-					if m, _ := quotahttp.FromContext(r.Context()); m.Status != quotahttp.StatusUnmetered {
-						t.Errorf("metering %+v, want unmetered", m)
+					if m, _ := quotahttp.FromContext(r.Context()); m.Status != quotahttp.StatusUnmeteredPending {
+						t.Errorf("metering %+v, want unmetered-pending", m)
 					}
 				}))
 				w := httptest.NewRecorder()
@@ -291,11 +298,17 @@ func TestStoreFailures(t *testing.T) {
 				switch {
 				case closed && (w.Code != 503 || served || w.Header().Get("Retry-After") != "1"):
 					t.Errorf("fail closed: status %d, served %v, headers %v", w.Code, served, w.Header())
-				case !closed && (w.Code != 200 || !served || w.Header().Get(quotahttp.HeaderStatus) != "unmetered"):
+				case !closed && (w.Code != 200 || !served || w.Header().Get(quotahttp.HeaderStatus) != "unmetered-pending"):
 					t.Errorf("fail open: status %d, served %v, headers %v", w.Code, served, w.Header())
 				}
-				if len(events) != 1 || events[0] != quotahttp.EventStoreFailed {
-					t.Errorf("events %v, want one EventStoreFailed", events)
+				want := []quotahttp.EventKind{quotahttp.EventStoreFailed}
+				if !closed {
+					want = append(want, quotahttp.EventChargeQueued)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if len(events) < len(want) || !slices.Equal(events[:len(want)], want) {
+					t.Errorf("events %v, want %v first", events, want)
 				}
 			})
 		}

@@ -22,8 +22,14 @@ const (
 	// StatusRefundPending: charged, the handler failed, and the refund did
 	// not answer in time: it goes on in the background.
 	StatusRefundPending Status = "refund-pending"
-	// StatusUnmetered: the store failed and the gate fails open.
+	// StatusUnmetered: the store failed and the gate fails open; nothing
+	// is charged (the store cannot charge later, or the gate owes it too
+	// much already, or the work failed).
 	StatusUnmetered Status = "unmetered"
+	// StatusUnmeteredPending: the store failed and the gate fails open,
+	// and the charge is made once the store answers again, in every limit
+	// whether it fits or not (it was served).
+	StatusUnmeteredPending Status = "unmetered-pending"
 	// StatusShadowDenied: shadow mode, and the quota would have refused.
 	StatusShadowDenied Status = "shadow-denied"
 )
@@ -33,7 +39,7 @@ const (
 var statusValues = map[Status][]string{}
 
 func init() {
-	for _, s := range []Status{StatusCharged, StatusRefunded, StatusRefundPending, StatusUnmetered, StatusShadowDenied} {
+	for _, s := range []Status{StatusCharged, StatusRefunded, StatusRefundPending, StatusUnmetered, StatusUnmeteredPending, StatusShadowDenied} {
 		statusValues[s] = []string{string(s)}[:1:1]
 	}
 }
@@ -50,7 +56,7 @@ type Metering struct {
 	Status Status
 	// Decision is the store's answer for a charged request; its Receipt
 	// names the charge. It is the zero Decision when nothing was charged
-	// (unmetered, shadow-denied).
+	// (unmetered, unmetered-pending, shadow-denied).
 	Decision quota.Decision
 }
 
@@ -71,6 +77,9 @@ type metering struct {
 
 	mu       sync.Mutex
 	refunded bool
+	// owing is the units a request served unmetered owes, charged once its
+	// work is done (its slot in the gate's backlog is held); 0 for none.
+	owing int64
 }
 
 // Value returns the metering for its key, and asks the request's context
@@ -115,10 +124,12 @@ var ErrNotGated = errors.New("quotahttp: the request did not pass through a gate
 // units, its real cost as the handler measured it, within [0, the price
 // charged]; the rest is given back to every limit. Call it before writing
 // the response: it rewrites the quota headers to show the units given back
-// and sets X-Quota-Settled-Cost. A request charged nothing (unmetered,
-// shadow-denied) has nothing to settle: Settle does nothing. A store that
-// fails leaves the request charged its price, and Settle returns its
-// error; the observer is told either way.
+// and sets X-Quota-Settled-Cost. A request whose charge is pending
+// (unmetered-pending) has it lowered, without a call of the store. A
+// request charged nothing (unmetered, shadow-denied) has nothing to
+// settle: Settle does nothing. A store that fails leaves the request
+// charged its price, and Settle returns its error; the observer is told
+// either way.
 func Settle(ctx context.Context, actual int64) error {
 	m, ok := ctx.Value(meteringKey{}).(*metering)
 	if !ok {
@@ -130,6 +141,17 @@ func Settle(ctx context.Context, actual int64) error {
 func (m *metering) settle(ctx context.Context, actual int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.owing > 0 {
+		if actual < 0 || actual > m.owing {
+			return quota.ErrInvalid
+		}
+		h := m.w.Header()
+		if m.owing = actual; actual == 0 {
+			m.forgive(h)
+		}
+		h.Set(HeaderSettledCost, strconv.FormatInt(actual, 10))
+		return nil
+	}
 	rc := m.Decision.Receipt
 	if rc.IsZero() || m.refunded {
 		return nil
@@ -160,55 +182,68 @@ func (m *metering) settle(ctx context.Context, actual int64) error {
 }
 
 // refund gives the request's charge back, once, and says so in the
-// headers. Should the store not answer in time, it goes on trying in the
-// background (a refund is idempotent), so a slow store does not keep units
-// charged for work never served.
+// headers. Should the store not answer in time, the gate goes on trying in
+// the background (a refund is idempotent), so a slow store does not keep
+// units charged for work never served. A request served unmetered whose
+// charge is pending owes nothing any more.
 func (m *metering) refund(ctx context.Context) {
 	r := m.r
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	h := m.w.Header()
+	if m.owing > 0 {
+		m.forgive(h)
+		return
+	}
 	rc := m.Decision.Receipt
 	if rc.IsZero() || m.refunded {
 		return
 	}
 	m.refunded = true
-	h := m.w.Header()
-	if m.gate.refundOnce(ctx, r, m.Metering) {
+	g := m.gate
+	if g.refundOnce(ctx, r, m.Metering) == nil {
 		m.Status = StatusRefunded
-		m.gate.writeHeaders(h, m.Plan.Name, given(m.Decision, rc.Cost()))
+		g.writeHeaders(h, m.Plan.Name, given(m.Decision, rc.Cost()))
 		setStatus(h, StatusRefunded)
 		return
 	}
 	m.Status = StatusRefundPending
 	setStatus(h, StatusRefundPending)
-	g := m.gate
-	select {
-	case g.retries <- struct{}{}:
-	default:
-		g.observe(r, Event{Kind: EventRefundAbandoned, Identity: m.Identity, Plan: m.Plan, Cost: m.Cost, Err: errTooManyRetries})
+	if !g.backlog.reserve() {
+		g.observe(r, Event{Kind: EventRefundAbandoned, Identity: m.Identity, Plan: m.Plan, Cost: m.Cost, Err: errPendingFull})
 		return
 	}
-	ms := m.Metering
-	go func() {
-		defer func() { <-g.retries }()
-		for wait := 100 * time.Millisecond; wait <= 3200*time.Millisecond; wait *= 2 {
-			time.Sleep(wait)
-			if g.refundOnce(ctx, r, ms) {
-				return
-			}
-		}
-		g.observe(r, Event{Kind: EventRefundAbandoned, Identity: ms.Identity, Plan: ms.Plan, Cost: ms.Cost, Err: errRetriesSpent})
-	}()
+	g.owe(owed{r: r, m: m.Metering, since: time.Now()})
 }
 
-var (
-	errTooManyRetries = errors.New("quotahttp: too many refunds retrying: the units stay charged")
-	errRetriesSpent   = errors.New("quotahttp: every retry of the refund failed: the units stay charged")
-)
+// forgive drops the pending charge of a request served unmetered: its
+// work failed, or was settled at nothing. m.mu is held.
+func (m *metering) forgive(h http.Header) {
+	m.owing = 0
+	m.gate.backlog.unreserve()
+	m.Status = StatusUnmetered
+	setStatus(h, StatusUnmetered)
+}
 
-// refundOnce makes one attempt at a refund, and reports whether the units
-// are back (or were already).
-func (g *Gate) refundOnce(ctx context.Context, r *http.Request, m Metering) bool {
+// owe hands the pending charge of a request served unmetered, once its
+// work is done, to the gate's backlog.
+func (m *metering) owe() {
+	m.mu.Lock()
+	cost := m.owing
+	m.owing = 0
+	ms := m.Metering
+	m.mu.Unlock()
+	if cost == 0 {
+		return
+	}
+	g := m.gate
+	g.observe(m.r, Event{Kind: EventChargeQueued, Identity: ms.Identity, Plan: ms.Plan, Cost: ms.Cost, Units: cost})
+	g.owe(owed{r: m.r, m: ms, id: g.backlog.newID(), cost: cost, since: time.Now()})
+}
+
+// refundOnce makes one attempt at a refund, and returns the store's error:
+// nil when the units are back (or were already).
+func (g *Gate) refundOnce(ctx context.Context, r *http.Request, m Metering) error {
 	rc := m.Decision.Receipt
 	var back bool
 	err := g.call(ctx, func(ctx context.Context) error {
@@ -224,7 +259,7 @@ func (g *Gate) refundOnce(ctx context.Context, r *http.Request, m Metering) bool
 		e.Units = 0 // given back already
 	}
 	g.observe(r, e)
-	return err == nil
+	return err
 }
 
 // given is d as it stands once units of its charge are given back.

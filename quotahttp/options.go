@@ -56,6 +56,21 @@ func WithTimeout(d time.Duration) Option {
 // store fails, instead of serving the request unmetered.
 func WithFailClosed() Option { return func(g *Gate) { g.failClosed = true } }
 
+// WithPendingLimit sets how many refunds and charges the gate may owe the
+// store at once (default DefaultPendingLimit): refunds that did not answer
+// in time, and the charges of requests served unmetered, both retried in
+// the background until the store answers, for up to ten minutes. Beyond
+// it a refund is given up (the units stay charged) and a request is
+// served unmetered with nothing pending (X-Quota-Status: unmetered).
+// Each costs the memory of its request until it is made.
+func WithPendingLimit(n int) Option {
+	return func(g *Gate) {
+		if n > 0 {
+			g.backlog.limit = n
+		}
+	}
+}
+
 // WithShadow makes every decision and reports it in the headers and to the
 // observer, but refuses nothing: what the quota would refuse is served
 // unmetered, with X-Quota-Status: shadow-denied.
@@ -81,9 +96,10 @@ func WithRefundIf(refund func(status int) bool) Option {
 	return func(g *Gate) { g.refundIf = refund }
 }
 
-// WithObserver sets a function told of every decision, refund and
-// settlement, for metrics and logs. It runs on the request's goroutine
-// (or a refund retry's) and must be quick.
+// WithObserver sets a function told of every decision, refund,
+// settlement and pending charge, for metrics and logs. It runs on the
+// request's goroutine (or that of the background retries, with the
+// request they retry for) and must be quick.
 func WithObserver(observe func(r *http.Request, e Event)) Option {
 	return func(g *Gate) { g.observe, g.observed = observe, observe != nil }
 }
@@ -97,7 +113,8 @@ type Event struct {
 	Cost int64
 	// Decision is the store's answer, for EventAllowed and EventDenied.
 	Decision quota.Decision
-	// Units are the units given back by a refund or a settlement.
+	// Units are the units given back by a refund or a settlement, or
+	// those of a pending charge queued or made.
 	Units int64
 	// Err is the failure, for EventStoreFailed, EventInvalid and the
 	// failed refunds and settlements.
@@ -120,4 +137,10 @@ const (
 	EventRefundAbandoned                      // a refund failed on every retry: the units stay charged
 	EventSettled                              // part of a charge was given back by Settle
 	EventSettleFailed                         // a settlement failed: the request stays charged its price
+	// The charge of a request served unmetered, once its work is done: it
+	// is made when the store answers again.
+	EventChargeQueued
+	EventChargeApplied     // a pending charge was made (Units 0: an earlier try was, its answer lost)
+	EventChargeRetryFailed // a pending charge failed; it is tried again
+	EventChargeDropped     // a pending charge was given up: its units are never charged
 )
