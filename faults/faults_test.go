@@ -46,6 +46,10 @@ func TestMain(m *testing.M) {
 type fault struct {
 	name    string
 	replica bool // the rig needs a replica of its Redis
+	// inFlight limits each key to as many requests in flight as it has
+	// clients, on a short lease (inFlightLease): one slot left taken by
+	// the fault refuses a request 429 concurrency-exceeded.
+	inFlight bool
 	// inject starts the fault and returns what lifts it.
 	inject func(t *testing.T, r *rig) (lift func())
 	// allowed lists the outcomes a request that meets the fault may have,
@@ -77,6 +81,13 @@ var faults = []fault{
 			return r.rproxy.Restore
 		}},
 	{name: "redis hung (SIGSTOP)", bites: true, wait: redisWait, allowed: redisFailing, readyz: redisNotReady,
+		inject: func(t *testing.T, r *rig) func() {
+			r.redis.Hang(t)
+			return r.redis.Resume
+		}},
+	// Every slot of each key is in use when Redis stops: an acquire it runs
+	// late, or a release it missed, would keep a slot taken after the lift.
+	{name: "redis hung (SIGSTOP) with in-flight slots", inFlight: true, bites: true, wait: redisWait, allowed: redisFailing, readyz: redisNotReady,
 		inject: func(t *testing.T, r *rig) func() {
 			r.redis.Hang(t)
 			return r.redis.Resume
@@ -234,7 +245,7 @@ type row struct {
 // runFault drives the rig's servers, injects f, lifts it, and checks the
 // four properties.
 func runFault(t *testing.T, db string, f fault, closed bool) row {
-	r := newRig(t, db, closed, f.replica)
+	r := newRig(t, db, closed, f)
 	hc := newHTTPClient()
 	stop := drive(t, hc, r)
 	time.Sleep(calm)

@@ -52,6 +52,10 @@ const (
 	planName   = "fault"
 )
 
+// inFlightLease is TILEAPI_IN_FLIGHT_LEASE: a slot left taken at the lift
+// would refuse requests until the run ends.
+const inFlightLease = after
+
 // faultPlan never denies: every request is charged or fails for the fault,
 // and the quota's one limit holds every charge of a run.
 var faultPlan = loadtest.Plan{Name: planName, MaxRadius: 20000,
@@ -125,11 +129,11 @@ type apiKey struct {
 
 // newRig starts the rig of one test, with the servers failing closed or
 // open, and stops it when t ends.
-func newRig(t *testing.T, dbURL string, closed, replica bool) *rig {
+func newRig(t *testing.T, dbURL string, closed bool, f fault) *rig {
 	t.Helper()
 	// A replica's first sync starts at once, not after the default 5 s.
 	r := &rig{redis: testenv.StartRedisServer(t, "--repl-diskless-sync-delay", "0"), wiped: map[int64]int64{}}
-	if replica {
+	if f.replica {
 		_, port, _ := net.SplitHostPort(r.redis.Addr)
 		r.replica = testenv.StartRedisServer(t, "--replicaof", "127.0.0.1", port)
 		waitReplicaLinked(t, r.replica.Addr)
@@ -147,7 +151,11 @@ func newRig(t *testing.T, dbURL string, closed, replica bool) *rig {
 	du.Host = r.dproxy.Addr()
 
 	dir := t.TempDir()
-	plansFile, err := loadtest.WritePlans(dir, faultPlan)
+	plan := faultPlan
+	if f.inFlight {
+		plan.MaxInFlight = clients / keysPerRig
+	}
+	plansFile, err := loadtest.WritePlans(dir, plan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +185,7 @@ func newRig(t *testing.T, dbURL string, closed, replica bool) *rig {
 		"TILEAPI_QUERY_TIMEOUT=" + queryTimeout.String(), "TILEAPI_PLANS_FILE=" + plansFile,
 		"TILEAPI_DEMO_KEYS=" + strings.Join(demo, ","), "TILEAPI_ADMIN_TOKEN=" + admin,
 		"TILEAPI_LOG_LEVEL=info", // a line per request, for the requests a check names
+		"TILEAPI_IN_FLIGHT_LEASE=" + inFlightLease.String(),
 	}
 	logs, err := os.Create(filepath.Join(dir, "servers.log"))
 	if err != nil {

@@ -32,16 +32,17 @@ func Build(ctx context.Context, dir string) (string, error) {
 // Plan is a plan written to the plans file of the servers this package
 // starts. Its requests cost what the compiled-in cost model says.
 type Plan struct {
-	Name      string
-	MaxRadius float64
-	Limits    []Limit
+	Name        string
+	MaxRadius   float64
+	Limits      []Limit
+	MaxInFlight int // 0: no limit
 }
 
 // WritePlans writes ps as a tileapi plans file in dir and returns its path.
 func WritePlans(dir string, ps ...Plan) (string, error) {
 	var f plans.File
 	for _, p := range ps {
-		fp := plans.FilePlan{Name: p.Name, MaxRadius: p.MaxRadius}
+		fp := plans.FilePlan{Name: p.Name, MaxRadius: p.MaxRadius, MaxInFlight: p.MaxInFlight}
 		for _, l := range p.Limits {
 			fp.Limits = append(fp.Limits, plans.FileLimit{Name: l.Name, Max: l.Max, Window: l.Window.String()})
 		}
