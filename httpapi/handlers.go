@@ -201,13 +201,15 @@ func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile
 // ownCharges is the store the gate charges: a request whose metered work
 // makes its own charge (a tile, whose cache lookup rides with it) is
 // charged by that, within the gate's budget.
-type ownCharges struct{ quotahttp.Store }
+// Its other calls, the pending charges of requests served unmetered among
+// them (ChargeOverdraft), go to the deny cache as they are.
+type ownCharges struct{ *quota.DenyCache }
 
 func (o ownCharges) Charge(ctx context.Context, identity string, plan quota.Plan, cost int64) (quota.Decision, error) {
 	if m, _ := ctx.Value(meteredKey{}).(metered); m.charge != nil {
-		return m.charge(ctx, o.Store)
+		return m.charge(ctx, o.DenyCache)
 	}
-	return o.Store.Charge(ctx, identity, plan, cost)
+	return o.DenyCache.Charge(ctx, identity, plan, cost)
 }
 
 // chargeTile charges a tile at the miss price with its cache lookup in the

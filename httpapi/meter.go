@@ -267,6 +267,19 @@ func (s *Server) observe(r *http.Request, e quotahttp.Event) {
 	case quotahttp.EventSettleFailed:
 		s.metrics.redisErrors.Inc()
 		s.log.ErrorContext(ctx, "settle failed; the request stays charged its price", "err", e.Err)
+	case quotahttp.EventChargeQueued:
+		s.metrics.pendingCharges.WithLabelValues("queued").Inc()
+	case quotahttp.EventChargeApplied:
+		s.metrics.pendingCharges.WithLabelValues("applied").Inc()
+		if e.Units > 0 {
+			s.metrics.unitsCharged.WithLabelValues(plan).Add(float64(e.Units))
+		}
+	case quotahttp.EventChargeRetryFailed:
+		s.metrics.redisErrors.Inc()
+		s.log.WarnContext(ctx, "pending charge failed; retrying in the background", "err", e.Err)
+	case quotahttp.EventChargeDropped:
+		s.metrics.pendingCharges.WithLabelValues("dropped").Inc()
+		s.log.ErrorContext(ctx, "pending charge dropped: a request served unmetered is never charged", "units", e.Units, "err", e.Err)
 	}
 }
 
@@ -374,7 +387,10 @@ func (s *Server) runWork(w http.ResponseWriter, r *http.Request) {
 func (s *Server) settle(r *http.Request, h http.Header, c caller, took time.Duration, features int) {
 	g, _ := quotahttp.FromContext(r.Context())
 	charged := g.Decision.Receipt.Cost()
-	if g.Decision.Receipt.IsZero() || c.plan.Cost.Settle == nil {
+	if g.Status == quotahttp.StatusUnmeteredPending {
+		charged = g.Cost // owed, and charged once Redis answers
+	}
+	if charged == 0 || c.plan.Cost.Settle == nil {
 		return
 	}
 	ms := float64(took.Microseconds()) / 1000
@@ -402,6 +418,7 @@ const (
 	statusRefunded      = string(quotahttp.StatusRefunded)
 	statusRefundPending = string(quotahttp.StatusRefundPending)
 	statusUnmetered     = string(quotahttp.StatusUnmetered)
+	statusPending       = string(quotahttp.StatusUnmeteredPending)
 	statusShadowDenied  = string(quotahttp.StatusShadowDenied)
 	headerSettledCost   = quotahttp.HeaderSettledCost
 )

@@ -18,7 +18,10 @@ type metrics struct {
 	queryLatency    *prometheus.HistogramVec // the spatial work, by route
 	redisErrors     prometheus.Counter
 	failOpen        prometheus.Counter
-	tileCache       *prometheus.CounterVec // HIT or MISS
+	// pendingCharges counts the charges of requests served unmetered, by
+	// outcome: queued, applied (made once Redis answered), dropped.
+	pendingCharges *prometheus.CounterVec
+	tileCache      *prometheus.CounterVec // HIT or MISS
 	// unknownKeyBlocks counts requests refused, without a key lookup, for
 	// an address that presented too many unknown keys.
 	unknownKeyBlocks prometheus.Counter
@@ -59,6 +62,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		failOpen: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tileapi_quota_fail_open_total", Help: "Requests served unmetered because the quota store failed.",
 		}),
+		pendingCharges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tileapi_quota_pending_charges_total",
+			Help: "Charges of requests served unmetered (fail-open) by outcome: queued (made once Redis answers), applied (made), dropped (never made: too many owed, or Redis failing for ten minutes).",
+		}, []string{"outcome"}),
 		tileCache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tileapi_tile_cache_total", Help: "Tile cache lookups by result (HIT, MISS).",
 		}, []string{"result"}),
@@ -67,7 +74,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.decisions, m.unitsCharged,
-		m.unitsRefunded, m.nearLimit, m.quotaLatency, m.queryLatency, m.redisErrors, m.failOpen, m.tileCache, m.unknownKeyBlocks} {
+		m.unitsRefunded, m.nearLimit, m.quotaLatency, m.queryLatency, m.redisErrors, m.failOpen, m.pendingCharges, m.tileCache, m.unknownKeyBlocks} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("httpapi: metrics: %w", err)
 		}

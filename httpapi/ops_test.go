@@ -14,9 +14,9 @@ import (
 	"github.com/tileapi/tileapi/internal/testenv"
 )
 
-// When Redis dies mid-test, fail-open serves unmetered (and says so) and
-// fail-closed answers 503 with Retry-After; both recover by themselves when
-// Redis is back.
+// When Redis dies mid-test, fail-open serves unmetered (and says its
+// charge is pending) and fail-closed answers 503 with Retry-After; both
+// recover by themselves when Redis is back.
 func TestQuotaFailurePolicy(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -40,8 +40,8 @@ func TestQuotaFailurePolicy(t *testing.T) {
 				if p.Code != "quota-unavailable" || resp.Header.Get("Retry-After") != "1" {
 					t.Errorf("fail-closed: %+v, Retry-After %q", p, resp.Header.Get("Retry-After"))
 				}
-			} else if got := resp.Header.Get("X-Quota-Status"); got != "unmetered" {
-				t.Errorf("fail-open: X-Quota-Status %q, want unmetered", got)
+			} else if got := resp.Header.Get("X-Quota-Status"); got != "unmetered-pending" {
+				t.Errorf("fail-open: X-Quota-Status %q, want unmetered-pending", got)
 			}
 			if err := redisSrv.Start(); err != nil {
 				t.Fatal(err)

@@ -180,7 +180,7 @@ func TestUnknownKeyGuardQuotaDown(t *testing.T) {
 		t.Errorf("10 made-up keys with the quota store down made %d lookups, want 4", n)
 	}
 	resp := e.get(t, contains, "X-API-Key", "key-free", "X-Forwarded-For", "198.51.100.7")
-	if resp.StatusCode != 200 || resp.Header.Get(headerStatus) != statusUnmetered {
+	if resp.StatusCode != 200 || resp.Header.Get(headerStatus) != statusPending {
 		t.Errorf("an indexed key with the quota store down: status %d, %s %q", resp.StatusCode, headerStatus, resp.Header.Get(headerStatus))
 	}
 }
