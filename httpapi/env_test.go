@@ -32,8 +32,9 @@ import (
 func TestMain(m *testing.M) { os.Exit(spatialtest.Run(m)) }
 
 // testPlans are the plans of the tests, beside the defaults: the classic
-// scenarios and a two-limit plan with known numbers.
-const testPlans = `{"plans": [
+// scenarios and a two-limit plan with known numbers. They keep a day of
+// history, so overrides may add windows of up to a day (plans.File.History).
+const testPlans = `{"history": "24h", "plans": [
 	{"name": "five", "max_radius_m": 20000, "limits": [{"name": "ten-seconds", "max": 5, "window": "10s"}]},
 	{"name": "ten", "max_radius_m": 20000, "limits": [{"name": "second", "max": 10, "window": "1s"}]},
 	{"name": "std", "max_radius_m": 20000, "limits": [{"name": "burst", "max": 100, "window": "5s"}, {"name": "minute", "max": 600, "window": "1m"}]},
