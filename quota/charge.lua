@@ -85,7 +85,7 @@ if rebuilt then
   end
   local base = kept > 0 and at[1] or now
   h = {}
-  h[LAST], h[BASE], h[FIRST], h[TAIL], h[LIVE], h[TB], h[CB] = now, base, first, kept, 0, tb, cb
+  h[LAST], h[BASE], h[FIRST], h[TAIL], h[LIVE], h[TB], h[CB], h[CAP] = now, base, first, kept, 0, tb, cb, kept
   for i = 1, n do
     local w, j = a[A_SHARED + A_PER * (i - 1) + 1], SHARED + PER * (i - 1)
     local sum, head, oldest, oldestCost = 0, kept, -1, 0
@@ -165,21 +165,24 @@ local function periods()
 end
 
 -- admit records the cost at now in every window and writes the log: the
--- new record and the header in place at the tail (SETRANGE and PEXPIRE cost
--- Redis less than a SET of a string built anew, even a short one). Once
--- half of the log has left every window it writes instead a new string of
--- the records still in some window: the compaction, amortised O(1) a
--- record; so it does after a rebuild. The log lives one longest window past
--- its last admit, then vanishes. It returns the header.
+-- new record into the room, and the header in place (SETRANGE and PEXPIRE
+-- cost Redis less than a SET of a string built anew, even a short one; the
+-- string keeps its length, so Redis never grows its allocation). When the
+-- room is full, or the records still in some window fill less than a
+-- quarter of it, it writes instead a new string of those records with room
+-- for half as many again: the compaction, amortised O(1) a record; so it
+-- does after a rebuild. The log lives one longest window past its last
+-- admit, then vanishes. It returns the header.
 local function admit()
   local rec = pack(rfmt, now - h[BASE], cost)
   local k, t = h[LIVE], h[TAIL]
   local kept -- the live records, when the log is rewritten
-  if rebuilt or k >= COMPACT_AFTER and 2 * k >= t then
+  if rebuilt or t >= h[CAP] or k >= COMPACT_AFTER and 4 * (t - k) < h[CAP] then
     local s, p = records(k, t)
     kept = s == raw and string.sub(raw, p, p + (t - k) * width - 1) or s
     h[FIRST], t = h[FIRST] + k, t - k
     for j = SHARED, SHARED + PER * (n - 1), PER do h[j + HEAD] = h[j + HEAD] - k end
+    h[CAP] = t + 1 + math.max(math.floor((t + 1) / 2), MIN_ROOM)
   end
   for j = SHARED, SHARED + PER * (n - 1), PER do
     h[j + SUM] = h[j + SUM] + cost
@@ -187,10 +190,15 @@ local function admit()
   end
   h[TAIL], h[LIVE] = t + 1, h[liveHead]
   local header = pack(hfmt, unpack(h))
+  local gap = (h[CAP] - t - 1) * width -- the room left after the new record
   if kept then
-    call('SET', key, kept .. rec .. header, 'PX', ttl)
+    call('SET', key, kept .. rec .. string.rep('\0', gap) .. header, 'PX', ttl)
+  elseif gap <= ONE_WRITE then
+    call('SETRANGE', key, t * width, rec .. string.rep('\0', gap) .. header)
+    call('PEXPIRE', key, ttl)
   else
-    call('SETRANGE', key, t * width, rec .. header)
+    call('SETRANGE', key, t * width, rec)
+    call('SETRANGE', key, h[CAP] * width, header)
     call('PEXPIRE', key, ttl)
   end
   return header
@@ -225,7 +233,7 @@ if empty then
 elseif rebuilt then
   call('SET', key, raw .. pack(hfmt, unpack(h)), 'KEEPTTL')
 elseif changed then
-  call('SETRANGE', key, h[TAIL] * width, pack(hfmt, unpack(h)))
+  call('SETRANGE', key, h[CAP] * width, pack(hfmt, unpack(h)))
 end
 
 -- fitsAt returns when enough of window j's records, from its oldest on,

@@ -16,7 +16,7 @@ import (
 // bare number. These are its names as this package spells them.
 const (
 	hLast, hBase, hFirst, hTail, hLive = quotalog.Last, quotalog.Base, quotalog.First, quotalog.Tail, quotalog.Live
-	hTB, hCB, hShared, hPer            = quotalog.TB, quotalog.CB, quotalog.Shared, quotalog.Per
+	hTB, hCB, hCap, hShared, hPer      = quotalog.TB, quotalog.CB, quotalog.Cap, quotalog.Shared, quotalog.Per
 
 	wWindow, wSum, wHead, wOldest, wOldestCost = quotalog.Window, quotalog.Sum, quotalog.Head, quotalog.Oldest, quotalog.OldestCost
 )
@@ -56,8 +56,17 @@ const (
 const recordPattern = ">I%dI%d"
 
 // compactAfter is the fewest records that must have left every window
-// before the log is rewritten without them.
+// before the log is rewritten without them, when its room is not full.
 const compactAfter = 16
+
+// minRoom is the fewest records a rewritten log has room for beyond its
+// live ones (it is given half as many again as it keeps, at least this).
+const minRoom = 8
+
+// oneWrite is the most bytes of room between a new record and the header
+// that are written over (with zeros) so that the record and the header go
+// in one SETRANGE: cheaper for Redis than a second command.
+const oneWrite = 256
 
 // chunk is the bytes a script reads from the end of a log at once: the
 // header and the newest records, and the whole of a small log.
@@ -69,7 +78,7 @@ var logLua string
 // luaConstants are the layout's names as the scripts spell them.
 var luaConstants = map[string]string{
 	"LAST": strconv.Itoa(hLast), "BASE": strconv.Itoa(hBase), "FIRST": strconv.Itoa(hFirst),
-	"TAIL": strconv.Itoa(hTail), "LIVE": strconv.Itoa(hLive), "TB": strconv.Itoa(hTB), "CB": strconv.Itoa(hCB),
+	"TAIL": strconv.Itoa(hTail), "LIVE": strconv.Itoa(hLive), "TB": strconv.Itoa(hTB), "CB": strconv.Itoa(hCB), "CAP": strconv.Itoa(hCap),
 	"SHARED": strconv.Itoa(hShared), "PER": strconv.Itoa(hPer),
 	"WINDOW": strconv.Itoa(wWindow), "SUM": strconv.Itoa(wSum), "HEAD": strconv.Itoa(wHead), "OLDEST": strconv.Itoa(wOldest),
 	"OLDEST_COST": strconv.Itoa(wOldestCost),
@@ -77,6 +86,8 @@ var luaConstants = map[string]string{
 	"A_TB": strconv.Itoa(aTB), "A_CB": strconv.Itoa(aCB), "A_N": strconv.Itoa(aN), "A_DEADLINE": strconv.Itoa(aDeadline),
 	"A_SHARED": strconv.Itoa(aShared), "A_PER": strconv.Itoa(aPer),
 	"COMPACT_AFTER":  strconv.Itoa(compactAfter),
+	"MIN_ROOM":       strconv.Itoa(minRoom),
+	"ONE_WRITE":      strconv.Itoa(oneWrite),
 	"CHUNK_START":    strconv.Quote(strconv.Itoa(-chunk)),
 	"RECORD_PATTERN": strconv.Quote(recordPattern),
 	"LATE":           strconv.Quote(lateReply),

@@ -26,7 +26,7 @@ local function openLog(k, n, fmt, tb, cb, recfmt)
   h = {unpack_(fmt, raw, #raw - size + 1)}
   width, rfmt = h[TB] + h[CB], recfmt
   if h[TB] ~= tb or h[CB] ~= cb then rfmt = string.format(RECORD_PATTERN, h[TB], h[CB]) end
-  start = h[TAIL] * width + size - #raw
+  start = h[CAP] * width + size - #raw
 end
 
 -- records returns a string that holds the log's records k to stop - 1

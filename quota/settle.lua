@@ -60,5 +60,5 @@ for i = 1, n do
   if h[j + WINDOW] > wmax then longest, wmax = i, h[j + WINDOW] end
 end
 h[LIVE] = h[SHARED + PER * (longest - 1) + HEAD]
-call('SETRANGE', key, h[TAIL] * width, pack(hfmt, unpack(h)))
+call('SETRANGE', key, h[CAP] * width, pack(hfmt, unpack(h)))
 return 1

@@ -5,13 +5,16 @@
 // changes with the scripts, and each change takes a new key version (see
 // LogKey), so a store never reads a log of another layout.
 //
-// The log is one string: fixed-width records, one per admitted charge in
-// admit order (which is time order), then a header of doubles. A script
-// reads the last chunk of bytes (the header, the newest records, all of a
-// small log) with one GETRANGE; new records are written at the tail
-// together with the header, in one SETRANGE; records leave from the head as
-// their windows slide past them, and once as many have left as remain, the
-// string is rewritten without them (amortised O(1)).
+// The log is one string: room for a number of fixed-width records (Cap),
+// filled in admit order (which is time order), then a header of doubles.
+// A script reads the last chunk of bytes (the header, the newest records,
+// all of a small log) with one GETRANGE; a new record is written into the
+// room, and the header rewritten in place: the string keeps its length, so
+// Redis never grows it (a string that grows at its end below 1 MB doubles
+// its allocation). Records leave from the head as their windows slide past
+// them; when the room is full, or the records still in a window fill less
+// than a quarter of it, the string is rewritten without the others, with
+// room for half as many again (amortised O(1)).
 //
 // A record is the admit time minus the header's base, then the cost, both
 // big-endian unsigned integers of as few bytes as the plan needs: most plans
@@ -38,7 +41,8 @@ const (
 	Live              // records before this one have left every window: they await the rewrite
 	TB                // the bytes of a record's time offset
 	CB                // the bytes of a record's cost
-	Shared = CB       // the number of fields shared by all windows
+	Cap               // the records the string has room for: the header starts at Cap times the record width
+	Shared = Cap      // the number of fields shared by all windows
 )
 
 // Each window of the plan has Per fields after the shared ones: window i
@@ -70,10 +74,11 @@ func (h Header) Window(i, f int) int64 { return h.Field(Shared + Per*i + f) }
 
 // LogKey returns the key of identity's log under prefix. It carries the
 // escaped identity as its hash tag, so keys added beside it share its Redis
-// Cluster slot. The "3" is the layout's version: keys of an older layout
-// are never read, and expire on their own.
+// Cluster slot. The "4" is the layout's version: keys of an older layout
+// are never read, and expire on their own. (Counters keep version 3: their
+// form has not changed.)
 func LogKey(prefix, identity string) string {
-	return prefix + "{" + EscapeIdentity(identity) + "}:l3"
+	return prefix + "{" + EscapeIdentity(identity) + "}:l4"
 }
 
 // CountersKey returns the key of identity's calendar counters under prefix:
@@ -123,9 +128,9 @@ func Parse(s string) ([]Entry, error) {
 	}
 	h := Header(s[len(s)-size:])
 	tb, cb, base, first := int(h.Field(TB)), int(h.Field(CB)), h.Field(Base), h.Field(First)
-	width, tail := tb+cb, int(h.Field(Tail))
-	if tb < 1 || cb < 1 || tail*width != len(s)-size {
-		return nil, fmt.Errorf("quotalog: log of %d bytes: %d records of %d+%d bytes do not fit", len(s), tail, tb, cb)
+	width, tail, room := tb+cb, int(h.Field(Tail)), int(h.Field(Cap))
+	if tb < 1 || cb < 1 || tail > room || room*width != len(s)-size {
+		return nil, fmt.Errorf("quotalog: log of %d bytes: %d records of %d+%d bytes (room for %d) do not fit", len(s), tail, tb, cb, room)
 	}
 	out := make([]Entry, tail)
 	for i := range out {
