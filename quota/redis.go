@@ -24,6 +24,10 @@ var (
 	//go:embed settle.lua
 	settleLua    string
 	settleScript = redis.NewScript(luaScript(settleLua))
+
+	//go:embed raise.lua
+	raiseLua    string
+	raiseScript = redis.NewScript(raiseLua)
 )
 
 // rediser is what Redis needs of a client: a *redis.Client, a
@@ -31,6 +35,7 @@ var (
 type rediser interface {
 	redis.Scripter
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
+	Pipeline() redis.Pipeliner
 }
 
 var (
@@ -415,6 +420,59 @@ func (r *Redis) settle(ctx context.Context, rc Receipt, actual int64) (Receipt, 
 	}
 	rc.cost = actual
 	return rc, true, nil
+}
+
+// PeriodUnits is what a durable copy holds of one period: its limit and
+// start, and the units used in it.
+type PeriodUnits struct {
+	PeriodKey
+	Units int64
+}
+
+// raisedLife is the TTL of counters RaisePeriods creates: past the longest
+// period, a month. Those the charge script writes live to their period's
+// end.
+const raisedLife = 32 * 24 * time.Hour
+
+// RaisePeriods raises identities' counters of calendar periods to at
+// least the units a durable copy (a ledger) holds, and restores those
+// missing; it never lowers one, and leaves a counter that has moved on to
+// a later period. After Redis lost writes its copy kept (a failover to a
+// lagging replica, a restart from an older snapshot), the counters come
+// back up. It sends one script an identity, in one pipeline, and returns
+// how many counters it raised; its errors are Redis's, wrapped.
+func (r *Redis) RaisePeriods(ctx context.Context, periods map[string][]PeriodUnits) (int, error) {
+	if len(periods) == 0 {
+		return 0, nil
+	}
+	life := strconv.FormatInt(raisedLife.Milliseconds(), 10)
+	pipe := r.client.Pipeline()
+	cmds := make([]*redis.Cmd, 0, len(periods))
+	for identity, ps := range periods {
+		packed := make([]byte, 0, 16*len(ps))
+		args := make([]any, 2, 2+len(ps))
+		for _, p := range ps {
+			packed = binary.BigEndian.AppendUint64(packed, math.Float64bits(float64(p.Start.UnixMicro())))
+			packed = binary.BigEndian.AppendUint64(packed, math.Float64bits(float64(p.Units)))
+			args = append(args, p.Limit)
+		}
+		args[0], args[1] = string(packed), life
+		// EVAL, not EVALSHA: a pipeline does not fall back on NOSCRIPT, and
+		// this runs behind the requests, once a flush.
+		cmds = append(cmds, raiseScript.Eval(ctx, pipe, []string{r.countersKey(identity)}, args...))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("quota: raise: %w", err)
+	}
+	raised := 0
+	for _, c := range cmds {
+		n, err := c.Int()
+		if err != nil {
+			return raised, fmt.Errorf("quota: raise: %w", err)
+		}
+		raised += n
+	}
+	return raised, nil
 }
 
 // Reset forgets every charge of identity, under every plan. Its only errors

@@ -50,8 +50,12 @@ func restoreFixtures(t *testing.T, src PeriodSource) []struct {
 	lose  func(identity string)
 } {
 	rc, cc := redisClient(t), clusterClient(t)
-	rs := NewRedis(rc, WithPrefix(testPrefix(t)), WithPeriodSource(src))
-	cs := NewRedis(cc, WithPrefix(testPrefix(t)), WithPeriodSource(src))
+	var opts []RedisOption
+	if src != nil {
+		opts = append(opts, WithPeriodSource(src))
+	}
+	rs := NewRedis(rc, append(opts, WithPrefix(testPrefix(t)))...)
+	cs := NewRedis(cc, append(opts, WithPrefix(testPrefix(t)))...)
 	return []struct {
 		name  string
 		store *Redis
@@ -156,6 +160,38 @@ func TestRestoreFailureChargesNothing(t *testing.T) {
 			src.mu.Lock()
 			src.err = errors.New("database down")
 			src.mu.Unlock()
+		})
+	}
+}
+
+// RaisePeriods brings counters that are behind up to what the durable copy
+// holds, restores a missing one (with a TTL), lowers none, and leaves one
+// that has moved on to a later period.
+func TestRaisePeriods(t *testing.T) {
+	p := mustPlan(t, "monthly", PerSecond(1000), PerMonth(100), PerDay(50))
+	for _, fx := range restoreFixtures(t, nil) {
+		t.Run(fx.name, func(t *testing.T) {
+			ctx := context.Background()
+			d := charge(t, fx.store, "a", p, 10)
+			ps := d.Receipt.Periods() // month, day
+			later := PeriodKey{Limit: "day", Start: ps[1].Start.Add(-24 * time.Hour)}
+			n, err := fx.store.RaisePeriods(ctx, map[string][]PeriodUnits{
+				"a": {{PeriodKey: ps[0], Units: 30}, {PeriodKey: later, Units: 40}}, // behind; an earlier day
+				"b": {{PeriodKey: ps[0], Units: 20}},                               // missing
+			})
+			if err != nil || n != 2 {
+				t.Fatalf("raised %d, %v; want 2 (a's month, b's month)", n, err)
+			}
+			if n, _ := fx.store.RaisePeriods(ctx, map[string][]PeriodUnits{"a": {{PeriodKey: ps[0], Units: 5}}}); n != 0 {
+				t.Errorf("a counter above the copy was lowered")
+			}
+			d = peek(t, fx.store, "a", p)
+			if used(d)[1] != 30 || used(d)[2] != 10 {
+				t.Errorf("a's month and day after the raise: %v, want 30 and 10 (the day is later than the copy's)", used(d))
+			}
+			if d := peek(t, fx.store, "b", p); used(d)[1] != 20 {
+				t.Errorf("b's month restored to %d, want 20", used(d)[1])
+			}
 		})
 	}
 }

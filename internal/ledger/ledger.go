@@ -5,9 +5,17 @@
 // counter that Redis lost (a quota.PeriodSource), so what a customer buys
 // by the month survives losing Redis.
 //
+// After each write, the counters in Redis of the rows written are raised
+// to at least the ledger's totals (RaiseIn): a Redis that kept a counter
+// but lost its latest writes (a failover to a lagging replica, a restart
+// from an older snapshot) is brought back up within a flush interval, as
+// one that lost the counter is restored before its next charge.
+//
 // What can still be lost is what no server had written when Redis lost it:
 // at most one flush interval of each server's charges (and a batch it was
-// retrying), and of a server that dies, what it held unwritten.
+// retrying), and of a server that dies, what it held unwritten. A raise
+// can count too much by the refunds other servers hold unwritten, never
+// too little.
 package ledger
 
 import (
@@ -49,17 +57,31 @@ type Ledger struct {
 	pool *pgxpool.Pool
 	opt  Options
 
+	floor floor // the counters raised to the ledger's totals; nil for none
+
 	mu      sync.Mutex
 	pending map[row]int64 // recorded since the last batch was formed
 	retry   *batch        // a batch whose write failed, sent again first
 	stats   Stats
 }
 
+// floor is what RaiseIn needs of a store: *quota.Redis.
+type floor interface {
+	RaisePeriods(ctx context.Context, periods map[string][]quota.PeriodUnits) (int, error)
+}
+
+var _ floor = (*quota.Redis)(nil)
+
+// RaiseIn makes every write raise the counters of the rows it wrote in r
+// to at least the ledger's totals. Call it before Run.
+func (l *Ledger) RaiseIn(r *quota.Redis) { l.floor = r }
+
 // Stats counts what a Ledger did.
 type Stats struct {
 	Batches  int64 // batches written
 	Failures int64 // failed writes, each retried
 	Dropped  int64 // rows dropped for MaxPending
+	Raised   int64 // counters in Redis found behind the ledger and raised
 }
 
 // row is one identity's period of one limit.
@@ -152,7 +174,7 @@ func (l *Ledger) Flush(ctx context.Context) error {
 		if b == nil {
 			return nil
 		}
-		err := l.write(ctx, b)
+		totals, err := l.write(ctx, b)
 		l.mu.Lock()
 		if err != nil {
 			l.retry = b
@@ -164,7 +186,23 @@ func (l *Ledger) Flush(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := l.raise(ctx, totals); err != nil {
+			// Not retried: the rows are raised again when next written.
+			l.opt.Logger.Warn("ledger: raising Redis's counters to the ledger failed", "err", err)
+		}
 	}
+}
+
+// raise raises the counters in Redis to the totals a write returned.
+func (l *Ledger) raise(ctx context.Context, totals map[string][]quota.PeriodUnits) error {
+	if l.floor == nil || len(totals) == 0 {
+		return nil
+	}
+	n, err := l.floor.RaisePeriods(ctx, totals)
+	l.mu.Lock()
+	l.stats.Raised += int64(n)
+	l.mu.Unlock()
+	return err
 }
 
 // next returns the batch to write: the one to retry, or else what is
@@ -192,7 +230,8 @@ const (
 	addSQL = `INSERT INTO quota_ledger (identity, limit_name, period_start, units)
 SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[])
 ON CONFLICT (identity, limit_name, period_start)
-DO UPDATE SET units = quota_ledger.units + EXCLUDED.units, updated_at = now()`
+DO UPDATE SET units = quota_ledger.units + EXCLUDED.units, updated_at = now()
+RETURNING identity, limit_name, period_start, units`
 	// pruneSQL forgets batch ids far older than any retry.
 	pruneSQL = `DELETE FROM quota_ledger_batches WHERE applied_at < now() - interval '7 days'`
 	// usageSQL reads the units of an identity's periods, in their order,
@@ -204,26 +243,38 @@ ORDER BY p.i`
 )
 
 // write applies b in one transaction: its id first, so that a batch
-// already applied (its commit's answer lost) changes nothing.
-func (l *Ledger) write(ctx context.Context, b *batch) error {
+// already applied (its commit's answer lost) changes nothing. It returns
+// the ledger's totals of the rows it wrote, by identity (none for a batch
+// applied before).
+func (l *Ledger) write(ctx context.Context, b *batch) (map[string][]quota.PeriodUnits, error) {
 	n := len(b.units)
 	ids, limits, starts, units := make([]string, 0, n), make([]string, 0, n), make([]time.Time, 0, n), make([]int64, 0, n)
 	for r, u := range b.units {
 		ids, limits = append(ids, r.identity), append(limits, r.limit)
 		starts, units = append(starts, time.UnixMicro(r.start)), append(units, u)
 	}
+	totals := make(map[string][]quota.PeriodUnits)
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, claimSQL, b.id)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err // applied before: nothing more to do
 		}
-		_, err = tx.Exec(ctx, addSQL, ids, limits, starts, units)
+		rows, err := tx.Query(ctx, addSQL, ids, limits, starts, units)
+		if err != nil {
+			return err
+		}
+		var identity string
+		var p quota.PeriodUnits
+		_, err = pgx.ForEachRow(rows, []any{&identity, &p.Limit, &p.Start, &p.Units}, func() error {
+			totals[identity] = append(totals[identity], p)
+			return nil
+		})
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("ledger: write %d rows: %w", n, err)
+		return nil, fmt.Errorf("ledger: write %d rows: %w", n, err)
 	}
-	return nil
+	return totals, nil
 }
 
 // PeriodUsage returns the units identity used in each of periods: the

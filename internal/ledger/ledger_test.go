@@ -2,7 +2,9 @@ package ledger
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -80,7 +82,7 @@ func TestLedgerRecordsAndFlushesOnce(t *testing.T) {
 	// The same batch again, as a retry after a lost answer would send it.
 	b := &batch{id: newID(), units: map[row]int64{{identity: "key:2", limit: "month", start: d2.Receipt.Periods()[0].Start.UnixMicro()}: 5}}
 	for range 2 {
-		if err := l.write(ctx, b); err != nil {
+		if _, err := l.write(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -276,5 +278,53 @@ func TestRedisLossUnderLoad(t *testing.T) {
 	}
 	if over > bound {
 		t.Errorf("%d units served over the month, more than the %d the servers held unwritten", over, bound)
+	}
+}
+
+// A Redis that kept a counter but lost its latest writes (a failover to a
+// replica that lagged) is raised back to the ledger by the next write of
+// the identity's row: 30 of 50 spent and written, the counter found at 10,
+// one more charge and a flush, and 19 are left, not 39.
+func TestLaggingCounterRaised(t *testing.T) {
+	pool := spatialtest.Migrated(t)
+	srv := testenv.StartRedisServer(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	l := New(pool, Options{})
+	r := quota.NewRedis(client, quota.WithPeriodSource(l))
+	l.RaiseIn(r)
+	store := l.Store(r)
+	ctx := context.Background()
+	p := monthly(t, 50)
+	d, err := store.Charge(ctx, "key:5", p, 30)
+	if err != nil || !d.Allowed {
+		t.Fatalf("charge: %+v %v", d, err)
+	}
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The replica promoted had seen only the first 10.
+	start := d.Receipt.Periods()[0].Start
+	stale := make([]byte, 16)
+	binary.BigEndian.PutUint64(stale, math.Float64bits(float64(start.UnixMicro())))
+	binary.BigEndian.PutUint64(stale[8:], math.Float64bits(10))
+	client.HSet(ctx, "tileapi:q:{key:5}:c3", "month", string(stale))
+	if d, _ := store.Charge(ctx, "key:5", p, 1); !d.Allowed {
+		t.Fatal("1 unit refused")
+	}
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := l.Stats(); s.Raised != 1 {
+		t.Errorf("raised %d counters, want 1", s.Raised)
+	}
+	admitted := 0
+	for range 50 {
+		if d, _ := store.Charge(ctx, "key:5", p, 1); d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 19 {
+		t.Errorf("%d units admitted after the raise, want the 19 left of 50", admitted)
 	}
 }
