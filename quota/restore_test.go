@@ -177,7 +177,7 @@ func TestRaisePeriods(t *testing.T) {
 			later := PeriodKey{Limit: "day", Start: ps[1].Start.Add(-24 * time.Hour)}
 			n, err := fx.store.RaisePeriods(ctx, map[string][]PeriodUnits{
 				"a": {{PeriodKey: ps[0], Units: 30}, {PeriodKey: later, Units: 40}}, // behind; an earlier day
-				"b": {{PeriodKey: ps[0], Units: 20}},                               // missing
+				"b": {{PeriodKey: ps[0], Units: 20}},                                // missing
 			})
 			if err != nil || n != 2 {
 				t.Fatalf("raised %d, %v; want 2 (a's month, b's month)", n, err)
