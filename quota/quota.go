@@ -300,6 +300,10 @@ func (r Receipt) marks() []periodMark {
 	return r.periods[:]
 }
 
+// At returns when the charge was admitted, by the store's clock (Redis's
+// TIME for a Redis store): the time its record is counted from.
+func (r Receipt) At() time.Time { return time.UnixMicro(r.at) }
+
 // Identity returns the identity the receipt's charge was made for.
 func (r Receipt) Identity() string { return r.identity }
 
