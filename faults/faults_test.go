@@ -256,7 +256,7 @@ func runFault(t *testing.T, db string, f fault, closed bool) row {
 	time.Sleep(faultFor / 2)
 	var probes []result
 	if f.readyz != nil {
-		got, took := readiness(hc, r.urls[0])
+		got, took := readiness(hc, r.adminURLs[0])
 		rw.readyz = fmt.Sprintf("%s (%d ms)", got, took.Milliseconds())
 		if want := f.readyz(closed); got != want {
 			t.Errorf("/readyz during the fault: %q; want %q", got, want)

@@ -181,12 +181,13 @@ func get(hc *http.Client, base, path, secret, id string) result {
 	return res
 }
 
-// readiness asks base's /readyz and names the answer: its status, and
+// readiness asks the /readyz of admin, a server's admin listener (the
+// public one says only ready or not), and names the answer: its status, and
 // whether it reports Redis failing ("503 redis failing"); and how long it
 // took.
-func readiness(hc *http.Client, base string) (string, time.Duration) {
+func readiness(hc *http.Client, admin string) (string, time.Duration) {
 	start := time.Now()
-	resp, err := hc.Get(base + "/readyz")
+	resp, err := hc.Get(admin + "/readyz")
 	if err != nil {
 		return "no response", time.Since(start)
 	}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -15,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,8 +99,10 @@ type rig struct {
 	rproxy  *faultproxy.Proxy    // in front of Redis
 	dproxy  *faultproxy.Proxy    // in front of PostgreSQL
 	urls    []string             // the servers
-	keys    []apiKey
-	plan    quota.Plan
+	// adminURLs are the servers' admin listeners, in the order of urls.
+	adminURLs []string
+	keys      []apiKey
+	plan      quota.Plan
 	// wiped is each key's usage in a Redis that a restart emptied.
 	wiped map[int64]int64
 	log   string // the servers' output
@@ -121,7 +120,7 @@ func (r *rig) logOf(id string) string {
 	return ""
 }
 
-// apiKey is a demo key the load is charged to.
+// apiKey is a key the load is charged to.
 type apiKey struct {
 	secret string
 	id     int64
@@ -166,24 +165,24 @@ func newRig(t *testing.T, dbURL string, closed bool, f fault) *rig {
 	p, _ := ps.Lookup(planName)
 	r.plan = p.Quota
 
-	// Each key's secret starts with a number of its own, so its prefix
-	// (what the admin API shows of it) names it among all the rigs' keys.
-	var demo []string
-	for range keysPerRig {
-		k := apiKey{secret: fmt.Sprintf("%04d-%s", keySeq.Add(1), randomHex())}
-		r.keys = append(r.keys, k)
-		demo = append(demo, k.secret+":"+planName)
+	// The keys are made before the servers start, so every server's key
+	// index holds them from its first request.
+	for i := range keysPerRig {
+		k, err := loadtest.CreateKey(context.Background(), bin, []string{"DATABASE_URL=" + dbURL, "TILEAPI_PLANS_FILE=" + plansFile},
+			planName, fmt.Sprintf("fault rig key %d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.keys = append(r.keys, apiKey{secret: k.Secret, id: k.ID})
 	}
 	policy := "open"
 	if closed {
 		policy = "closed"
 	}
-	admin := randomHex()
 	env := []string{
 		"REDIS_URL=redis://" + r.rproxy.Addr() + "/0", "DATABASE_URL=" + du.String(),
 		"TILEAPI_QUOTA_FAILURE=" + policy, "TILEAPI_QUOTA_TIMEOUT=" + quotaTimeout.String(),
 		"TILEAPI_QUERY_TIMEOUT=" + queryTimeout.String(), "TILEAPI_PLANS_FILE=" + plansFile,
-		"TILEAPI_DEMO_KEYS=" + strings.Join(demo, ","), "TILEAPI_ADMIN_TOKEN=" + admin,
 		"TILEAPI_LOG_LEVEL=info", // a line per request, for the requests a check names
 		"TILEAPI_IN_FLIGHT_LEASE=" + inFlightLease.String(),
 	}
@@ -203,19 +202,15 @@ func newRig(t *testing.T, dbURL string, closed bool, f fault) *rig {
 	for i, in := range ins {
 		if in != nil {
 			t.Cleanup(func() { _ = in.Stop() })
-			r.urls = append(r.urls, in.URL)
+			r.urls, r.adminURLs = append(r.urls, in.URL), append(r.adminURLs, in.AdminURL)
 		}
 		if errs[i] != nil {
 			out, _ := os.ReadFile(r.log)
 			t.Fatalf("%v; the servers' output:\n%s", errs[i], out[max(0, len(out)-4096):])
 		}
 	}
-	r.resolveKeyIDs(t, admin)
 	return r
 }
-
-// keySeq numbers the keys of every rig.
-var keySeq atomic.Int64
 
 func startProxy(t *testing.T, target string) *faultproxy.Proxy {
 	t.Helper()
@@ -225,38 +220,6 @@ func startProxy(t *testing.T, target string) *faultproxy.Proxy {
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	return p
-}
-
-// resolveKeyIDs finds each key's id, which names its quota identity, in
-// the admin API's list.
-func (r *rig) resolveKeyIDs(t *testing.T, admin string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, r.urls[0]+"/admin/keys", nil)
-	req.Header.Set("Authorization", "Bearer "+admin)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var list struct {
-		Keys []struct {
-			ID     int64  `json:"id"`
-			Prefix string `json:"prefix"`
-		} `json:"keys"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /admin/keys: %s, %v", resp.Status, err)
-	}
-	for i := range r.keys {
-		for _, k := range list.Keys {
-			if strings.HasPrefix(r.keys[i].secret, strings.TrimSuffix(k.Prefix, "…")) {
-				r.keys[i].id = k.ID
-			}
-		}
-		if r.keys[i].id == 0 {
-			t.Fatalf("key %d is not in the admin API's list", i)
-		}
-	}
 }
 
 // usage returns each key's usage in the primary Redis, read directly, not

@@ -29,6 +29,10 @@ type ExactnessConfig struct {
 	// must agree.
 	Keys       []Key
 	AdminToken string
+	// AdminTargets are the admin listeners of Targets, in their order,
+	// where key ids are looked up; nil: Targets themselves (servers with
+	// TILEAPI_ADMIN_ON_PUBLIC).
+	AdminTargets []string
 	// Redis is the servers' Redis, whose quota log is read; Prefix is their
 	// quota key prefix ("tileapi:q:" if empty).
 	Redis  redis.UniversalClient
@@ -113,7 +117,13 @@ func Exactness(ctx context.Context, c ExactnessConfig) (*ExactnessReport, error)
 	if len(c.Targets) == 0 || len(c.Keys) == 0 || c.ClientsPerKey < 1 || c.Duration <= 0 || c.MaxRequests < 1 {
 		return nil, errors.New("loadtest: exactness needs targets, keys, clients, a duration and a request bound")
 	}
-	for _, t := range c.Targets {
+	if c.AdminTargets == nil {
+		c.AdminTargets = c.Targets
+	}
+	if len(c.AdminTargets) != len(c.Targets) {
+		return nil, errors.New("loadtest: exactness needs an admin target for each target")
+	}
+	for _, t := range append(slices.Clone(c.Targets), c.AdminTargets...) {
 		if err := CheckLoopback(t); err != nil {
 			return nil, err
 		}
@@ -122,7 +132,7 @@ func Exactness(ctx context.Context, c ExactnessConfig) (*ExactnessReport, error)
 		c.Prefix = quota.DefaultPrefix
 	}
 	hc := newHTTPClient(len(c.Keys) * c.ClientsPerKey)
-	ks, err := resolveKeys(ctx, hc, c.Targets, c.Keys, c.AdminToken)
+	ks, err := resolveKeys(ctx, hc, c.AdminTargets, c.Keys, c.AdminToken)
 	if err != nil {
 		return nil, err
 	}

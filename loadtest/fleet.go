@@ -37,8 +37,11 @@ type FleetConfig struct {
 	Logs         io.Writer // the servers' output
 }
 
-// StartFleet starts the servers in parallel. Their demo keys have random secrets whose first four characters
-// (what the admin API shows of a demo key) differ.
+// StartFleet starts the servers in parallel. Without a database their keys
+// are demo keys, with random secrets whose first four characters (what the
+// admin API shows of a demo key) differ; with one they are made with
+// tileapi keys create before the servers start, since a database takes
+// demo keys on free-like plans only.
 func StartFleet(ctx context.Context, c FleetConfig) (*Fleet, error) {
 	for _, u := range []string{c.RedisURL, c.DatabaseURL} {
 		if u == "" {
@@ -55,18 +58,27 @@ func StartFleet(ctx context.Context, c FleetConfig) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{AdminToken: randomHex()}
+	// 32 characters, the fewest tileapi takes.
+	f := &Fleet{AdminToken: randomHex() + randomHex()}
+	env := []string{
+		"REDIS_URL=" + c.RedisURL, "DATABASE_URL=" + c.DatabaseURL, "TILEAPI_PLANS_FILE=" + plans,
+		"TILEAPI_ADMIN_TOKEN=" + f.AdminToken, "TILEAPI_QUOTA_FAILURE=closed", "TILEAPI_QUOTA_TIMEOUT=" + c.QuotaTimeout,
+	}
 	var demo []string
 	for i := range c.Keys {
+		if c.DatabaseURL != "" {
+			k, err := CreateKey(ctx, c.Bin, env, c.Plan.Name, fmt.Sprintf("loadtest %d", i))
+			if err != nil {
+				return nil, err
+			}
+			f.Keys = append(f.Keys, k)
+			continue
+		}
 		secret := fmt.Sprintf("%04d-loadtest-%s", i, randomHex())
 		f.Keys = append(f.Keys, Key{Secret: secret})
 		demo = append(demo, secret+":"+c.Plan.Name)
 	}
-	env := []string{
-		"REDIS_URL=" + c.RedisURL, "DATABASE_URL=" + c.DatabaseURL, "TILEAPI_PLANS_FILE=" + plans,
-		"TILEAPI_DEMO_KEYS=" + strings.Join(demo, ","), "TILEAPI_ADMIN_TOKEN=" + f.AdminToken,
-		"TILEAPI_QUOTA_FAILURE=closed", "TILEAPI_QUOTA_TIMEOUT=" + c.QuotaTimeout,
-	}
+	env = append(env, "TILEAPI_DEMO_KEYS="+strings.Join(demo, ","))
 	type started struct {
 		in  *Instance
 		err error
@@ -98,6 +110,16 @@ func (f *Fleet) URLs() []string {
 	var out []string
 	for _, in := range f.Instances {
 		out = append(out, in.URL)
+	}
+	return out
+}
+
+// AdminURLs returns the base URLs of the instances' admin listeners, in
+// the order of URLs.
+func (f *Fleet) AdminURLs() []string {
+	var out []string
+	for _, in := range f.Instances {
+		out = append(out, in.AdminURL)
 	}
 	return out
 }

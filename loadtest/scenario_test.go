@@ -127,7 +127,7 @@ func TestExactnessScenario(t *testing.T) {
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	rep, err := Exactness(context.Background(), ExactnessConfig{
-		Targets: f.URLs(), Keys: f.Keys, AdminToken: f.AdminToken, Redis: rdb,
+		Targets: f.URLs(), AdminTargets: f.AdminURLs(), Keys: f.Keys, AdminToken: f.AdminToken, Redis: rdb,
 		ClientsPerKey: 4, Duration: 2 * time.Second, MaxRequests: 20_000, Seed: 1,
 	})
 	if err != nil {

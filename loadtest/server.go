@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -58,22 +60,56 @@ func WritePlans(dir string, ps ...Plan) (string, error) {
 
 // Instance is a tileapi serve process this package started.
 type Instance struct {
-	URL    string
-	cmd    *exec.Cmd
-	exited chan error // receives the process's exit, once
+	URL      string
+	AdminURL string // its admin listener: the admin API, /readyz in full
+	cmd      *exec.Cmd
+	exited   chan error // receives the process's exit, once
 }
 
-// Start runs `bin serve` on a free loopback port with env added to this
-// process's environment (REDIS_URL, TILEAPI_PLANS_FILE, ...), and waits
-// until its /healthz answers. Its output goes to logs. Stop it with Stop.
+// Start runs `bin serve` on a free loopback port, and its admin listener
+// on another, with env added to this process's environment (REDIS_URL,
+// TILEAPI_PLANS_FILE, ...), and waits until its /healthz answers. Its
+// output goes to logs. Stop it with Stop.
 func Start(ctx context.Context, bin string, env []string, logs io.Writer) (*Instance, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
+	admin, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(append(os.Environ(), "TILEAPI_ADDR="+addr, "TILEAPI_LOG_LEVEL=warn"), env...)
-	return startProcess(ctx, cmd, "http://"+addr, "/healthz", logs)
+	cmd.Env = append(append(os.Environ(), "TILEAPI_ADDR="+addr, "TILEAPI_ADMIN_ADDR="+admin, "TILEAPI_LOG_LEVEL=warn"), env...)
+	in, err := startProcess(ctx, cmd, "http://"+addr, "/healthz", logs)
+	if err != nil {
+		return nil, err
+	}
+	in.AdminURL = "http://" + admin
+	return in, nil
+}
+
+// CreateKey creates an API key on plan with `bin keys create`, env naming
+// the database (DATABASE_URL) and the plans file (TILEAPI_PLANS_FILE), and
+// returns it: a key in a database, where demo keys may only be on a
+// free-like plan.
+func CreateKey(ctx context.Context, bin string, env []string, plan, name string) (Key, error) {
+	cmd := exec.CommandContext(ctx, bin, "keys", "create", "-plan", plan, "-name", name)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return Key{}, fmt.Errorf("loadtest: keys create: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	// "created key ID (prefix) on plan PLAN", then the secret, last.
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var k Key
+	if _, err := fmt.Sscanf(lines[0], "created key %d", &k.ID); err != nil || len(lines) < 2 {
+		return Key{}, fmt.Errorf("loadtest: keys create printed %q", out)
+	}
+	k.Secret = strings.TrimSpace(lines[len(lines)-1])
+	return k, nil
 }
 
 // startProcess starts cmd, a server that listens at url, and waits until

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -23,7 +24,6 @@ import (
 	"github.com/tileapi/tileapi/inflight"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/load"
-	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/redisbatch"
 	"github.com/tileapi/tileapi/tilecache"
@@ -35,7 +35,8 @@ import (
 type serveConfig struct {
 	addr, redisURL, databaseURL, adminToken, plansFile, demoKeys string
 	trustedProxies, publicURL, quotaFailure, logLevel, pprofAddr string
-	corsOrigins                                                  string
+	corsOrigins, adminAddr                                       string
+	adminOnPublic, demoKeysInDatabase                            bool
 	anonymous, shadow, requireRedis, redisBatch                  bool
 	quotaTimeout, keyCacheTTL, tileCacheTTL, queryTimeout        time.Duration
 	inFlightLease                                                time.Duration
@@ -72,6 +73,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.redisURL, "redis-url", getenv("REDIS_URL"), "Redis URL; redis://host:port/db for one node, redis://host:port?addr=host2:port2&addr=... for a cluster; empty: quotas in process ($REDIS_URL)")
 	fs.StringVar(&c.databaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL with PostGIS; empty: the bundled data in memory ($DATABASE_URL)")
 	fs.StringVar(&c.adminToken, "admin-token", getenv("TILEAPI_ADMIN_TOKEN"), "bearer token of the /admin API; empty disables it ($TILEAPI_ADMIN_TOKEN)")
+	fs.StringVar(&c.adminAddr, "admin-addr", env("TILEAPI_ADMIN_ADDR", "127.0.0.1:8081"), "listen address of the admin API and of /readyz with each dependency's error; keep it private; none: no admin listener ($TILEAPI_ADMIN_ADDR)")
+	boolean(&c.adminOnPublic, "admin-on-public", "TILEAPI_ADMIN_ON_PUBLIC", false, "also serve the admin API on the public listener")
 	fs.StringVar(&c.plansFile, "plans-file", getenv("TILEAPI_PLANS_FILE"), "JSON file of plans replacing or adding to the defaults ($TILEAPI_PLANS_FILE)")
 	fs.StringVar(&c.demoKeys, "demo-keys", getenv("TILEAPI_DEMO_KEYS"), "key:plan,... registered at start; default without a database: demo-free:free,demo-pro:pro ($TILEAPI_DEMO_KEYS)")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", getenv("TILEAPI_TRUSTED_PROXIES"), "comma-separated CIDRs whose X-Forwarded-For is believed ($TILEAPI_TRUSTED_PROXIES)")
@@ -80,6 +83,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.quotaFailure, "quota-failure", env("TILEAPI_QUOTA_FAILURE", "open"), "when Redis fails: open (serve unmetered) or closed (503) ($TILEAPI_QUOTA_FAILURE)")
 	fs.StringVar(&c.pprofAddr, "pprof-addr", getenv("TILEAPI_PPROF_ADDR"), "address of a separate listener serving Go's profiles (/debug/pprof/); empty: none. Keep it on loopback ($TILEAPI_PPROF_ADDR)")
 	fs.StringVar(&c.logLevel, "log-level", env("TILEAPI_LOG_LEVEL", "info"), "debug, info, warn or error ($TILEAPI_LOG_LEVEL)")
+	boolean(&c.demoKeysInDatabase, "demo-keys-in-database", "TILEAPI_DEMO_KEYS_IN_DATABASE", false, "with a database, write the demo keys into it, where they stay until revoked; free-like plans only")
 	boolean(&c.anonymous, "anonymous", "TILEAPI_ANONYMOUS", true, "serve requests without a key on the anonymous plan, by client IP")
 	boolean(&c.shadow, "shadow", "TILEAPI_SHADOW", false, "report quota decisions but never block")
 	boolean(&c.requireRedis, "require-redis", "TILEAPI_REQUIRE_REDIS", false, "refuse to start when REDIS_URL does not answer")
@@ -107,11 +111,17 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if c.keyCacheTTL <= 0 {
 		return c, fmt.Errorf("-key-cache-ttl %s: want a positive duration", c.keyCacheTTL)
 	}
+	if n := utf8.RuneCountInString(c.adminToken); n > 0 && n < minAdminToken {
+		return c, fmt.Errorf("TILEAPI_ADMIN_TOKEN: %d characters, want at least %d (openssl rand -hex 32 makes one), or empty to disable the admin API", n, minAdminToken)
+	}
 	if c.unknownKeys == 0 {
 		return c, errors.New("-unknown-keys 0: want at least 1, or -1 for no limit")
 	}
 	return c, nil
 }
+
+// minAdminToken is the fewest characters an admin token may have.
+const minAdminToken = 32
 
 // runServe serves the API until ctx is done, then shuts down gracefully.
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -131,11 +141,19 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	demoSpec := c.demoKeys
+	if demoSpec == "" && c.databaseURL == "" {
+		demoSpec = embeddedDemoKeys
+	}
+	demo, err := parseDemoKeys(ps, demoSpec, c.databaseURL != "", c.demoKeysInDatabase)
+	if err != nil {
+		return err
+	}
 
 	cfg := httpapi.Config{
 		Plans: ps, NoAnonymous: !c.anonymous, FailClosed: c.quotaFailure == "closed", Shadow: c.shadow,
-		QuotaTimeout: c.quotaTimeout, KeyTimeout: c.queryTimeout, AdminToken: c.adminToken, PublicURL: c.publicURL,
-		Logger: log, UnknownKeys: c.unknownKeys,
+		QuotaTimeout: c.quotaTimeout, KeyTimeout: c.queryTimeout, AdminToken: c.adminToken, AdminOnPublic: c.adminOnPublic,
+		PublicURL: c.publicURL, Logger: log, UnknownKeys: c.unknownKeys,
 	}
 	if c.trustedProxies != "" {
 		cfg.TrustedProxies = strings.Split(c.trustedProxies, ",")
@@ -190,7 +208,6 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Lookup(ctx context.Context, hash []byte) (keys.Key, error)
 		Changed(ctx context.Context, since time.Time) ([]keys.Entry, error)
 	}
-	demoKeys := c.demoKeys
 	if c.databaseURL == "" {
 		start := time.Now()
 		d, err := dataset.Load()
@@ -200,9 +217,6 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		cfg.Geofence, cfg.Tiles = geofence.NewMemory(d), tiles.NewMemory(d)
 		cfg.DataVersion = "embedded"
 		store = keys.NewMemory()
-		if demoKeys == "" {
-			demoKeys = "demo-free:free,demo-pro:pro"
-		}
 		log.Info("no DATABASE_URL: serving the bundled dataset from memory; keys live in memory",
 			"places", len(d.Places), "fences", len(d.Fences), "load_time", time.Since(start).Round(time.Millisecond))
 	} else {
@@ -219,7 +233,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		cfg.Ready = append(cfg.Ready, httpapi.Check{Name: "database", Ping: pool.Ping})
 	}
 	cfg.KeyAdmin = store
-	if err := addDemoKeys(ctx, store, ps, demoKeys, stdout); err != nil {
+	if err := addDemoKeys(ctx, store, demo, stdout); err != nil {
 		return err
 	}
 	index := keys.NewIndex(store, c.keyCacheTTL)
@@ -229,8 +243,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	log.Info("key index loaded", "keys", index.Len())
 	go index.Run(ctx, func(err error) { log.Warn("key index refresh failed; serving the keys it has", "err", err) })
 	cfg.Keys = index
-	if first, _, ok := strings.Cut(strings.Split(demoKeys, ",")[0], ":"); ok {
-		cfg.DemoKey = strings.TrimSpace(first) // prefilled in the demo page
+	if len(demo) > 0 {
+		cfg.DemoKey = demo[0].secret // prefilled in the demo page
 	}
 
 	srv, err := httpapi.NewServer(cfg)
@@ -242,7 +256,28 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
-	return listenAndServe(ctx, c.addr, srv, log)
+	if c.adminOnPublic {
+		log.Warn("the admin API is served on the public listener too (TILEAPI_ADMIN_ON_PUBLIC)")
+	}
+	// The public listener and the admin one: when either fails, both stop.
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	adminDone := make(chan error, 1)
+	if c.adminAddr == "none" {
+		adminDone <- nil
+	} else {
+		go func() {
+			err := listenAndServe(sctx, "admin", c.adminAddr, srv.AdminHandler(), log)
+			if err != nil {
+				err = fmt.Errorf("admin listener (TILEAPI_ADMIN_ADDR): %w", err)
+			}
+			stop()
+			adminDone <- err
+		}()
+	}
+	err = listenAndServe(sctx, "public", c.addr, srv, log)
+	stop()
+	return errors.Join(err, <-adminDone)
 }
 
 // servePprof serves Go's runtime profiles on their own listener, apart
@@ -263,30 +298,6 @@ func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
 	log.Warn("profiles served: keep this address private", "pprof_addr", ln.Addr().String())
 	go func() { _ = srv.Serve(ln) }()
 	context.AfterFunc(ctx, func() { _ = srv.Close() })
-	return nil
-}
-
-// addDemoKeys registers "key:plan,..." and prints them: they are demo keys,
-// chosen to be shown.
-func addDemoKeys(ctx context.Context, store interface {
-	Add(ctx context.Context, name, plan, secret string) (keys.Key, error)
-}, ps plans.Set, spec string, stdout io.Writer) error {
-	if spec == "" {
-		return nil
-	}
-	for _, kv := range strings.Split(spec, ",") {
-		secret, plan, ok := strings.Cut(strings.TrimSpace(kv), ":")
-		if !ok || secret == "" {
-			return fmt.Errorf("TILEAPI_DEMO_KEYS: %q is not key:plan", kv)
-		}
-		if _, ok := ps.Lookup(plan); !ok {
-			return fmt.Errorf("TILEAPI_DEMO_KEYS: %q: unknown plan %q (plans: %s)", kv, plan, strings.Join(ps.Names(), ", "))
-		}
-		if _, err := store.Add(ctx, "demo "+plan, plan, secret); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "demo key %s (plan %s)\n", secret, plan)
-	}
 	return nil
 }
 
@@ -348,8 +359,9 @@ func openPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, err
 const maxHeaderBytes = 16 << 10
 
 // listenAndServe serves h on addr until ctx is done, then drains requests
-// for up to 10 seconds.
-func listenAndServe(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
+// for up to 10 seconds. name tells the listener in the log.
+func listenAndServe(ctx context.Context, name, addr string, h http.Handler, log *slog.Logger) error {
+	log = log.With("listener", name)
 	srv := &http.Server{
 		Addr:              addr,
 		Handler:           h,

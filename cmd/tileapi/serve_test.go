@@ -44,13 +44,14 @@ func (s *syncBuffer) String() string {
 
 // instance is one `tileapi serve` running in this process through run.
 type instance struct {
-	url            string
+	url, adminURL  string // the public listener and the admin one
 	stdout, stderr *syncBuffer
 	done           chan error
 }
 
-// startServe runs `tileapi serve` with env on a free port, waits until it
-// answers /healthz, and stops it when the test ends.
+// startServe runs `tileapi serve` with env on a free port, and its admin
+// listener on another, waits until both answer /healthz, and stops it when
+// the test ends.
 func startServe(t *testing.T, env map[string]string) *instance {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -62,7 +63,9 @@ func startServe(t *testing.T, env map[string]string) *instance {
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{url: "http://" + addr, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	getenv := func(k string) string { return env[k] }
-	go func() { in.done <- run(ctx, []string{"tileapi", "-addr", addr}, getenv, in.stdout, in.stderr) }()
+	go func() {
+		in.done <- run(ctx, []string{"tileapi", "-addr", addr, "-admin-addr", "127.0.0.1:0"}, getenv, in.stdout, in.stderr)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-in.done; err != nil {
@@ -74,7 +77,9 @@ func startServe(t *testing.T, env map[string]string) *instance {
 		resp, err := http.Get(in.url + "/healthz")
 		if err == nil {
 			resp.Body.Close()
-			return in
+			if in.adminURL = adminURL(in.stderr.String()); in.adminURL != "" {
+				return in
+			}
 		}
 		select {
 		case err := <-in.done:
@@ -86,6 +91,17 @@ func startServe(t *testing.T, env map[string]string) *instance {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// adminURL is the admin listener's URL in a serve log, once it is serving.
+func adminURL(log string) string {
+	for _, line := range strings.Split(log, "\n") {
+		var l struct{ Msg, Listener, Addr string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "serving" && l.Listener == "admin" {
+			return "http://" + l.Addr
+		}
+	}
+	return ""
 }
 
 // With no configuration at all, `tileapi` serves the bundled data from
@@ -182,7 +198,8 @@ func TestTwoServersShareOneLimit(t *testing.T) {
 }
 
 // With a database, serve needs loaded data, serves it from PostGIS with keys
-// created by `tileapi keys create`, and reports the database in /readyz.
+// created by `tileapi keys create`, and reports the database in the admin
+// listener's /readyz.
 func TestServePostGIS(t *testing.T) {
 	ctx := context.Background()
 	dbURL := spatialtest.Schema(t)
@@ -225,7 +242,7 @@ func TestServePostGIS(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"Paris"`) {
 		t.Errorf("within: status %d: %s", resp.StatusCode, body)
 	}
-	resp, err = http.Get(in.url + "/readyz")
+	resp, err = http.Get(in.adminURL + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,17 +290,17 @@ func TestParseServeUnknownKeys(t *testing.T) {
 	}
 }
 
-// An unreachable REDIS_URL at startup is said loudly, shown by /readyz
-// (still ready under fail-open, which serves unmetered), and with
-// TILEAPI_REQUIRE_REDIS refuses to start. Every log line, go-redis's
-// included, is one JSON object.
+// An unreachable REDIS_URL at startup is said loudly, shown by the admin
+// listener's /readyz (still ready under fail-open, which serves
+// unmetered), and with TILEAPI_REQUIRE_REDIS refuses to start. Every log
+// line, go-redis's included, is one JSON object.
 func TestServeRedisUnreachable(t *testing.T) {
 	dead := "redis://127.0.0.1:1/0"
 	in := startServe(t, map[string]string{"REDIS_URL": dead})
 	if !strings.Contains(in.stderr.String(), "REDIS_URL does not answer at startup: requests are served UNMETERED") {
 		t.Errorf("no loud startup warning:\n%s", in.stderr)
 	}
-	resp, err := http.Get(in.url + "/readyz")
+	resp, err := http.Get(in.adminURL + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}

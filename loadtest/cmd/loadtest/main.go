@@ -55,11 +55,11 @@ func main() {
 var errFailed = errors.New("loadtest: the quota was not exact: see the table")
 
 type config struct {
-	scenario, redisURL, targets, secrets, adminToken, bin, out, limits string
-	quotaTimeout, spatial, databaseURL, tileserv, cpuProfile           string
-	instances, keys, clients, throughputClients, maxRequests           int
-	duration, phase                                                    time.Duration
-	jsonOut                                                            bool
+	scenario, redisURL, targets, adminTargets, secrets, adminToken, bin, out, limits string
+	quotaTimeout, spatial, databaseURL, tileserv, cpuProfile                         string
+	instances, keys, clients, throughputClients, maxRequests                         int
+	duration, phase                                                                  time.Duration
+	jsonOut                                                                          bool
 }
 
 func parse(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -73,6 +73,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.StringVar(&c.scenario, "scenario", "all", "exactness, throughput or all")
 	fs.StringVar(&c.redisURL, "redis-url", redisURL, "Redis shared by the servers, on loopback ($REDIS_URL)")
 	fs.StringVar(&c.targets, "targets", "", "comma-separated base URLs of running servers sharing -redis-url (exactness only); empty: start -instances")
+	fs.StringVar(&c.adminTargets, "admin-targets", "", "with -targets: the base URLs of their admin listeners (TILEAPI_ADMIN_ADDR), in the same order; empty: -targets themselves")
 	fs.StringVar(&c.secrets, "key-secrets", "", "with -targets: comma-separated API keys to charge, with distinct first four characters")
 	fs.StringVar(&c.adminToken, "admin-token", getenv("TILEAPI_ADMIN_TOKEN"), "with -targets: the admin token, to look up the keys' ids ($TILEAPI_ADMIN_TOKEN)")
 	fs.StringVar(&c.bin, "bin", "", "tileapi binary to start; empty: go build it")
@@ -251,6 +252,9 @@ func exactness(ctx context.Context, c config, limits []loadtest.Limit, rdb redis
 	}
 	if c.targets != "" {
 		ec.Targets = strings.Split(c.targets, ",")
+		if c.adminTargets != "" {
+			ec.AdminTargets = strings.Split(c.adminTargets, ",")
+		}
 		for _, s := range strings.Split(c.secrets, ",") {
 			ec.Keys = append(ec.Keys, loadtest.Key{Secret: s})
 		}
@@ -264,7 +268,7 @@ func exactness(ctx context.Context, c config, limits []loadtest.Limit, rdb redis
 			return nil, err
 		}
 		defer f.Stop()
-		ec.Targets, ec.Keys, ec.AdminToken = f.URLs(), f.Keys, f.AdminToken
+		ec.Targets, ec.AdminTargets, ec.Keys, ec.AdminToken = f.URLs(), f.AdminURLs(), f.Keys, f.AdminToken
 	}
 	rep, err := loadtest.Exactness(ctx, ec)
 	if err != nil {
