@@ -213,7 +213,7 @@ func (m *metering) refund(ctx context.Context) {
 		g.observe(r, Event{Kind: EventRefundAbandoned, Identity: m.Identity, Plan: m.Plan, Cost: m.Cost, Err: errPendingFull})
 		return
 	}
-	g.owe(owed{r: r, m: m.Metering, since: time.Now()})
+	g.owe(owed{r: detached(r), m: m.Metering, since: time.Now()})
 }
 
 // forgive drops the pending charge of a request served unmetered: its
@@ -238,7 +238,7 @@ func (m *metering) owe() {
 	}
 	g := m.gate
 	g.observe(m.r, Event{Kind: EventChargeQueued, Identity: ms.Identity, Plan: ms.Plan, Cost: ms.Cost, Units: cost})
-	g.owe(owed{r: m.r, m: ms, id: g.backlog.newID(), cost: cost, since: time.Now()})
+	g.owe(owed{r: detached(m.r), m: ms, id: g.backlog.newID(), cost: cost, since: time.Now()})
 }
 
 // refundOnce makes one attempt at a refund, and returns the store's error:

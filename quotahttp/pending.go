@@ -42,7 +42,7 @@ var (
 
 // owed is a refund or a charge the store did not answer in time.
 type owed struct {
-	r *http.Request
+	r *http.Request // detached: for the observer
 	// m is the request's metering: a refund gives back its receipt.
 	m Metering
 	// id names a pending charge of cost units; "" for a refund.
@@ -102,6 +102,15 @@ func (b *backlog) len() int {
 // newID names a pending charge, uniquely across gates and servers.
 func (b *backlog) newID() string {
 	return b.idPrefix + strconv.FormatInt(b.idSeq.Add(1), 10)
+}
+
+// detached is what the gate keeps of r while it owes the store for it, to
+// tell the observer: its method, URL, host, client address and context
+// (never cancelled), not its headers (an API key among them) or body.
+func detached(r *http.Request) *http.Request {
+	d := &http.Request{Method: r.Method, URL: r.URL, Proto: r.Proto, ProtoMajor: r.ProtoMajor, ProtoMinor: r.ProtoMinor,
+		Header: http.Header{}, Body: http.NoBody, Host: r.Host, RemoteAddr: r.RemoteAddr, RequestURI: r.RequestURI}
+	return d.WithContext(context.WithoutCancel(r.Context()))
 }
 
 // owe queues o in a slot reserve took, and starts the retrying goroutine
