@@ -2,6 +2,10 @@
 # tileapi as a static binary in a distroless image that runs as nonroot.
 #   docker build -t tileapi .
 #   docker run --rm -p 8080:8080 tileapi          # embedded mode: no Redis, no database
+# The admin API has no token until one is given (TILEAPI_ADMIN_TOKEN, 32
+# characters or more), and its listener (TILEAPI_ADMIN_ADDR) is on the
+# container's own loopback, out of reach; to reach it from the host only:
+#   -e TILEAPI_ADMIN_ADDR=:8081 -p 127.0.0.1:8081:8081
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src

@@ -22,6 +22,7 @@ type compose struct {
 		Command     []string          `yaml:"command"`
 		Environment map[string]string `yaml:"environment"`
 		Ports       []string          `yaml:"ports"`
+		Volumes     []string          `yaml:"volumes"`
 		DependsOn   map[string]struct {
 			Condition string `yaml:"condition"`
 		} `yaml:"depends_on"`
@@ -55,8 +56,17 @@ func TestComposeWiring(t *testing.T) {
 	if img := c.Services["redis"].Image; !strings.HasPrefix(img, "redis:7") {
 		t.Errorf("redis image %q, want redis:7", img)
 	}
-	if cmd := strings.Join(c.Services["redis"].Command, " "); !strings.Contains(cmd, `--save  --appendonly no`) {
-		t.Errorf("redis command %q: want no persistence (--save \"\" --appendonly no)", cmd)
+	// The quotas' day and month counters survive a restart (an
+	// append-only file synced every second, in a volume), and no key of
+	// theirs is evicted.
+	cmd := strings.Join(c.Services["redis"].Command, " ")
+	for _, want := range []string{"--appendonly yes", "--appendfsync everysec", "--maxmemory-policy noeviction"} {
+		if !strings.Contains(cmd, want) {
+			t.Errorf("redis command %q lacks %s", cmd, want)
+		}
+	}
+	if !slices.ContainsFunc(c.Services["redis"].Volumes, func(v string) bool { return strings.HasSuffix(v, ":/data") }) {
+		t.Errorf("redis volumes %v: want one at /data, where its append-only file is", c.Services["redis"].Volumes)
 	}
 	if img := c.Services["postgis"].Image; !strings.HasPrefix(img, "postgis/postgis:15-3.4") {
 		t.Errorf("postgis image %q, want postgis/postgis:15-3.4", img)
@@ -120,11 +130,64 @@ func TestComposeWiring(t *testing.T) {
 	if !strings.Contains(env["TILEAPI_DEMO_KEYS"], "demo-free:free") {
 		t.Errorf("TILEAPI_DEMO_KEYS %q: the README's demo key demo-free is missing", env["TILEAPI_DEMO_KEYS"])
 	}
-	if !slices.Contains(c.Services["tileapi"].Ports, "8080:8080") || env["TILEAPI_ADDR"] != ":8080" {
-		t.Errorf("tileapi ports %v, TILEAPI_ADDR %q: want 8080:8080 and :8080", c.Services["tileapi"].Ports, env["TILEAPI_ADDR"])
+	if !slices.Contains(c.Services["tileapi"].Ports, "127.0.0.1:8080:8080") || env["TILEAPI_ADDR"] != ":8080" {
+		t.Errorf("tileapi ports %v, TILEAPI_ADDR %q: want 127.0.0.1:8080:8080 and :8080", c.Services["tileapi"].Ports, env["TILEAPI_ADDR"])
+	}
+	if !slices.Contains(c.Services["tileapi"].Ports, "127.0.0.1:8081:8081") || env["TILEAPI_ADMIN_ADDR"] != ":8081" {
+		t.Errorf("tileapi ports %v, TILEAPI_ADMIN_ADDR %q: want the admin listener on :8081, published on 127.0.0.1:8081 only", c.Services["tileapi"].Ports, env["TILEAPI_ADMIN_ADDR"])
 	}
 	if _, ok := c.Services["postgis"]; ok && len(c.Services["postgis"].Ports) > 0 {
 		t.Errorf("postgis publishes %v: it is not meant to be reached from the host", c.Services["postgis"].Ports)
+	}
+}
+
+// The Compose file is safe by default: every published port is on
+// loopback; the admin token has no default; the demo keys, which it writes
+// into the database, are on the free plan, and it says it means to write
+// them there.
+func TestComposeSafeByDefault(t *testing.T) {
+	c := readCompose(t)
+	for name, s := range c.Services {
+		for _, p := range s.Ports {
+			if !strings.HasPrefix(p, "127.0.0.1:") {
+				t.Errorf("service %s publishes %q on every interface: want 127.0.0.1:host:container", name, p)
+			}
+		}
+	}
+	env := c.Services["tileapi"].Environment
+	if token, ok := env["TILEAPI_ADMIN_TOKEN"]; ok && token != "${TILEAPI_ADMIN_TOKEN}" && token != "${TILEAPI_ADMIN_TOKEN:-}" {
+		t.Errorf("TILEAPI_ADMIN_TOKEN %q: want no default, the admin API off unless the operator sets a token", token)
+	}
+	for _, kv := range strings.Split(env["TILEAPI_DEMO_KEYS"], ",") {
+		if _, plan, _ := strings.Cut(strings.TrimSpace(kv), ":"); plan != "free" {
+			t.Errorf("demo key %q: want the free plan only, since a demo key is published and the database keeps it", kv)
+		}
+	}
+	if env["TILEAPI_DEMO_KEYS"] != "" && env["DATABASE_URL"] != "" && env["TILEAPI_DEMO_KEYS_IN_DATABASE"] != "1" {
+		t.Errorf("demo keys with a database and TILEAPI_DEMO_KEYS_IN_DATABASE %q: tileapi refuses to start", env["TILEAPI_DEMO_KEYS_IN_DATABASE"])
+	}
+}
+
+// No deployment file carries an admin token, nor the old default.
+func TestNoDefaultAdminToken(t *testing.T) {
+	files, err := filepath.Glob("../deploy/standins/*/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "../docker-compose.yml", "../Dockerfile", "../.ci/containers", "../README.md", "../docs/operations.md")
+	// A token set to a value: TILEAPI_ADMIN_TOKEN=x, TILEAPI_ADMIN_TOKEN: x,
+	// ${TILEAPI_ADMIN_TOKEN:-x}, -admin-token x.
+	set := regexp.MustCompile(`TILEAPI_ADMIN_TOKEN(=|: |:-)[A-Za-z0-9]|-admin-token[ =][A-Za-z0-9]|change-me`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if m := set.FindString(line); m != "" {
+				t.Errorf("%s:%d sets an admin token (%q): %s", f, i+1, m, strings.TrimSpace(line))
+			}
+		}
 	}
 }
 
