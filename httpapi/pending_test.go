@@ -56,6 +56,9 @@ func TestServedUnmeteredIsChargedLater(t *testing.T) {
 				if resp.StatusCode != 200 || resp.Header.Get(headerStatus) != statusPending {
 					t.Fatalf("request %d with Redis failing: %d %s %q, want 200 %s", i, resp.StatusCode, headerStatus, resp.Header.Get(headerStatus), statusPending)
 				}
+				if owed := resp.Header.Get("X-RateLimit-Cost"); owed != strconv.FormatInt(price, 10) {
+					t.Fatalf("request %d with Redis failing owes X-RateLimit-Cost %q, want %d", i, owed, price)
+				}
 			}
 			tc.answer(t, srv, admin)
 			applied := `tileapi_quota_pending_charges_total{outcome="applied"} ` + strconv.Itoa(tc.served)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/tileapi/tileapi/quota"
@@ -197,8 +198,12 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 		m.Status = StatusUnmetered
 		if g.overdraft != nil {
 			if g.backlog.reserve() {
-				// Served now, charged once the store answers again.
+				// Served now, charged once the store answers again: the
+				// price owed is said where the decision's would be.
 				m.Status, m.owing = StatusUnmeteredPending, m.Cost
+				if g.headers&HeadersX != 0 {
+					w.Header()[keyCost] = []string{strconv.FormatInt(m.Cost, 10)}
+				}
 			} else {
 				e.Kind, e.Units, e.Err = EventChargeDropped, m.Cost, errPendingFull
 				g.observe(r, e)

@@ -223,6 +223,9 @@ func (m *metering) forgive(h http.Header) {
 	m.gate.backlog.unreserve()
 	m.Status = StatusUnmetered
 	setStatus(h, StatusUnmetered)
+	if _, said := h[keyCost]; said {
+		h[keyCost] = []string{"0"}
+	}
 }
 
 // owe hands the pending charge of a request served unmetered, once its

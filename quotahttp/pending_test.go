@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -59,11 +60,20 @@ func newPendingRig(t *testing.T, addr, directAddr string, plan quota.Plan, opts 
 }
 
 // serve sends a request of cost to path and returns its X-Quota-Status.
+// A response whose charge is pending says what it owes in
+// X-RateLimit-Cost (0 once forgiven), as a charged one says its price.
 func (rig *pendingRig) serve(t *testing.T, path string, cost int64) (int, string) {
 	t.Helper()
 	w := httptest.NewRecorder()
 	rig.handler.ServeHTTP(w, requestTo(path, cost))
-	return w.Code, w.Header().Get(quotahttp.HeaderStatus)
+	status, owed := w.Header().Get(quotahttp.HeaderStatus), w.Header().Get("X-RateLimit-Cost")
+	switch {
+	case status == "unmetered-pending" && owed != strconv.FormatInt(cost, 10):
+		t.Errorf("%s: X-RateLimit-Cost %q, want %d", status, owed, cost)
+	case status == "unmetered" && owed != "" && owed != "0":
+		t.Errorf("%s: X-RateLimit-Cost %q, want none or 0", status, owed)
+	}
+	return w.Code, status
 }
 
 // count is the number of events of kind observed.
