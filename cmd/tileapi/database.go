@@ -12,9 +12,12 @@ import (
 	"github.com/tileapi/tileapi/migrations"
 )
 
-// databaseFlag adds the -database-url flag, which defaults to $DATABASE_URL.
+// databaseFlag adds the -database-url flag, which defaults to $DATABASE_URL
+// and prints redacted.
 func databaseFlag(fs *flag.FlagSet, getenv func(string) string) *string {
-	return fs.String("database-url", getenv("DATABASE_URL"), "PostgreSQL URL of a database with PostGIS (default $DATABASE_URL)")
+	url := new(string)
+	secretURLVar(fs, url, "database-url", getenv("DATABASE_URL"), "PostgreSQL `URL` of a database with PostGIS ($DATABASE_URL)")
+	return url
 }
 
 // connect opens a pool on url and applies any pending migrations, returning

@@ -68,9 +68,9 @@ Usage:
 Every flag of serve defaults to an environment variable: tileapi serve -h lists them.
 `
 
-// run dispatches args[1] to its subcommand.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	commands := map[string]command{
+// commands are the subcommands by name.
+func commands() map[string]command {
+	return map[string]command{
 		"serve":       runServe,
 		"migrate":     runMigrate,
 		"load":        runLoad,
@@ -80,6 +80,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"healthcheck": runHealthcheck,
 		"calibrate":   runCalibrate,
 	}
+}
+
+// run dispatches args[1] to its subcommand.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	commands := commands()
 	if len(args) >= 2 && (args[1] == "help" || args[1] == "-h" || args[1] == "-help" || args[1] == "--help") {
 		if len(args) >= 3 && args[1] == "help" {
 			if cmd, ok := commands[args[2]]; ok {

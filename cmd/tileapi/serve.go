@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -22,6 +23,7 @@ import (
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/httpapi"
 	"github.com/tileapi/tileapi/inflight"
+	"github.com/tileapi/tileapi/internal/conncap"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/load"
 	"github.com/tileapi/tileapi/quota"
@@ -42,6 +44,12 @@ type serveConfig struct {
 	inFlightLease                                                time.Duration
 	dbMaxConns                                                   int
 	unknownKeys                                                  int64
+	tileCacheRedisURL                                            string
+	allowEvictingRedis                                           bool
+	anonymousIPv6Prefix, maxConns                                int
+	// Parsed from the flags above.
+	proxies, origins []string // trustedProxies, corsOrigins
+	level            slog.Level
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -54,32 +62,60 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		}
 		return def
 	}
-	var err error
+	var err error // the first bad environment variable
+	bad := func(name, envName, format string, v ...any) {
+		if err == nil {
+			err = fmt.Errorf("%s: "+format, append([]any{setting(name, envName)}, v...)...)
+		}
+	}
+	// Every duration of serve must be positive (checked after parsing).
+	var durations []func() error
 	dur := func(p *time.Duration, name, envName, def, usage string) {
 		d, perr := time.ParseDuration(env(envName, def))
 		if perr != nil {
-			err = errors.Join(err, fmt.Errorf("%s: %w", envName, perr))
+			bad(name, envName, "%q is not a duration such as 50ms or 2s", getenv(envName))
 		}
 		fs.DurationVar(p, name, d, usage+" ($"+envName+")")
+		durations = append(durations, func() error {
+			if *p <= 0 {
+				return fmt.Errorf("%s: %s: want a positive duration", setting(name, envName), *p)
+			}
+			return nil
+		})
 	}
 	boolean := func(p *bool, name, envName string, def bool, usage string) {
 		v := def
 		if s := getenv(envName); s != "" {
-			v = s == "1" || strings.EqualFold(s, "true") || strings.EqualFold(s, "yes")
+			var ok bool
+			if v, ok = parseBool(s); !ok {
+				bad(name, envName, "%q is not 1, true, yes or 0, false, no", s)
+			}
 		}
 		fs.BoolVar(p, name, v, usage+" ($"+envName+")")
 	}
+	integer := func(p *int, name, envName string, def int, usage string) {
+		n := def
+		if s := getenv(envName); s != "" {
+			var perr error
+			if n, perr = strconv.Atoi(s); perr != nil {
+				bad(name, envName, "%q is not a whole number", s)
+			}
+		}
+		fs.IntVar(p, name, n, usage+" ($"+envName+")")
+	}
 	fs.StringVar(&c.addr, "addr", env("TILEAPI_ADDR", ":8080"), "listen address ($TILEAPI_ADDR)")
-	fs.StringVar(&c.redisURL, "redis-url", getenv("REDIS_URL"), "Redis URL; redis://host:port/db for one node, redis://host:port?addr=host2:port2&addr=... for a cluster; empty: quotas in process ($REDIS_URL)")
-	fs.StringVar(&c.databaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL with PostGIS; empty: the bundled data in memory ($DATABASE_URL)")
-	fs.StringVar(&c.adminToken, "admin-token", getenv("TILEAPI_ADMIN_TOKEN"), "bearer token of the /admin API; empty disables it ($TILEAPI_ADMIN_TOKEN)")
+	// Secrets, and URLs that may hold one, print redacted in usage.
+	secretURLVar(fs, &c.redisURL, "redis-url", getenv("REDIS_URL"), "Redis `URL`; redis://host:port/db for one node, redis://host:port?addr=host2:port2&addr=... for a cluster; empty: quotas in process ($REDIS_URL)")
+	secretURLVar(fs, &c.tileCacheRedisURL, "tile-cache-redis-url", getenv("TILEAPI_TILE_CACHE_REDIS_URL"), "Redis `URL` of the tile cache alone, which may evict (allkeys-lru suits it); empty: tiles are cached in REDIS_URL, or in process without it ($TILEAPI_TILE_CACHE_REDIS_URL)")
+	secretURLVar(fs, &c.databaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL `URL` with PostGIS; empty: the bundled data in memory ($DATABASE_URL)")
+	secretVar(fs, &c.adminToken, "admin-token", getenv("TILEAPI_ADMIN_TOKEN"), "bearer `token` of the /admin API; empty disables it ($TILEAPI_ADMIN_TOKEN)")
 	fs.StringVar(&c.adminAddr, "admin-addr", env("TILEAPI_ADMIN_ADDR", "127.0.0.1:8081"), "listen address of the admin API and of /readyz with each dependency's error; keep it private; none: no admin listener ($TILEAPI_ADMIN_ADDR)")
 	boolean(&c.adminOnPublic, "admin-on-public", "TILEAPI_ADMIN_ON_PUBLIC", false, "also serve the admin API on the public listener")
 	fs.StringVar(&c.plansFile, "plans-file", getenv("TILEAPI_PLANS_FILE"), "JSON file of plans replacing or adding to the defaults ($TILEAPI_PLANS_FILE)")
-	fs.StringVar(&c.demoKeys, "demo-keys", getenv("TILEAPI_DEMO_KEYS"), "key:plan,... registered at start; default without a database: demo-free:free,demo-pro:pro ($TILEAPI_DEMO_KEYS)")
+	secretVar(fs, &c.demoKeys, "demo-keys", getenv("TILEAPI_DEMO_KEYS"), "`key:plan,...` registered at start; default without a database: demo-free:free,demo-pro:pro ($TILEAPI_DEMO_KEYS)")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", getenv("TILEAPI_TRUSTED_PROXIES"), "comma-separated CIDRs whose X-Forwarded-For is believed ($TILEAPI_TRUSTED_PROXIES)")
 	fs.StringVar(&c.corsOrigins, "cors-origins", env("TILEAPI_CORS_ORIGINS", "*"), "comma-separated origins whose pages may call /v1, * for any, none for no CORS ($TILEAPI_CORS_ORIGINS)")
-	fs.StringVar(&c.publicURL, "public-url", getenv("TILEAPI_PUBLIC_URL"), "scheme://host clients use, for TileJSON; default from each request ($TILEAPI_PUBLIC_URL)")
+	secretURLVar(fs, &c.publicURL, "public-url", getenv("TILEAPI_PUBLIC_URL"), "`scheme://host` clients use, for TileJSON; default from each request ($TILEAPI_PUBLIC_URL)")
 	fs.StringVar(&c.quotaFailure, "quota-failure", env("TILEAPI_QUOTA_FAILURE", "open"), "when Redis fails: open (serve unmetered) or closed (503) ($TILEAPI_QUOTA_FAILURE)")
 	fs.StringVar(&c.pprofAddr, "pprof-addr", getenv("TILEAPI_PPROF_ADDR"), "address of a separate listener serving Go's profiles (/debug/pprof/); empty: none. Keep it on loopback ($TILEAPI_PPROF_ADDR)")
 	fs.StringVar(&c.logLevel, "log-level", env("TILEAPI_LOG_LEVEL", "info"), "debug, info, warn or error ($TILEAPI_LOG_LEVEL)")
@@ -87,7 +123,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	boolean(&c.anonymous, "anonymous", "TILEAPI_ANONYMOUS", true, "serve requests without a key on the anonymous plan, by client IP")
 	boolean(&c.shadow, "shadow", "TILEAPI_SHADOW", false, "report quota decisions but never block")
 	boolean(&c.requireRedis, "require-redis", "TILEAPI_REQUIRE_REDIS", false, "refuse to start when REDIS_URL does not answer")
-	boolean(&c.redisBatch, "redis-batch", "TILEAPI_REDIS_BATCH", true, "send concurrent Redis calls together, one round trip a batch, and a tile's cache lookup with its charge")
+	boolean(&c.allowEvictingRedis, "allow-evicting-redis", "TILEAPI_ALLOW_EVICTING_REDIS", false, "start even though REDIS_URL's maxmemory-policy is not noeviction, and so may evict the quotas' keys")
+	boolean(&c.redisBatch, "redis-batch", "TILEAPI_REDIS_BATCH", true, "send concurrent Redis calls together, one round trip a batch, and a tile's cache lookup with its charge where both are in REDIS_URL")
+	integer(&c.anonymousIPv6Prefix, "anonymous-ipv6-prefix", "TILEAPI_ANONYMOUS_IPV6_PREFIX", httpapi.DefaultAnonymousIPv6Prefix, "prefix length, 32 to 128, by which anonymous IPv6 clients are counted: the addresses of one /N share one anonymous budget")
+	integer(&c.maxConns, "max-conns", "TILEAPI_MAX_CONNS", 0, "most client connections open at once; at the cap a new one closes the longest-idle keep-alive, or waits; 0: the open-file limit less what Redis, the database and the process need")
 	dur(&c.quotaTimeout, "quota-timeout", "TILEAPI_QUOTA_TIMEOUT", "50ms", "time budget of one quota call")
 	dur(&c.keyCacheTTL, "key-cache-ttl", "TILEAPI_KEY_CACHE_TTL", "5s", "how often the in-process key index reads the key store's changes: a revoked key stops working, and a plan change applies, within it")
 	dur(&c.inFlightLease, "in-flight-lease", "TILEAPI_IN_FLIGHT_LEASE", "10s", "how long an in-flight slot lasts unless renewed: a dead server's slots come free within it")
@@ -96,7 +135,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.IntVar(&c.dbMaxConns, "db-max-conns", 10, "most database connections; keep it below the server's max_connections")
 	unknown, perr := strconv.ParseInt(env("TILEAPI_UNKNOWN_KEYS", strconv.Itoa(httpapi.DefaultUnknownKeys)), 10, 64)
 	if perr != nil {
-		err = errors.Join(err, fmt.Errorf("TILEAPI_UNKNOWN_KEYS: %w", perr))
+		bad("unknown-keys", "TILEAPI_UNKNOWN_KEYS", "%q is not a whole number", getenv("TILEAPI_UNKNOWN_KEYS"))
 	}
 	fs.Int64Var(&c.unknownKeys, "unknown-keys", unknown, "unknown API keys one client address may present a minute before keys it sends are refused unlooked-up; -1: no limit ($TILEAPI_UNKNOWN_KEYS)")
 	if err != nil {
@@ -106,10 +145,30 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, err
 	}
 	if c.quotaFailure != "open" && c.quotaFailure != "closed" {
-		return c, fmt.Errorf("-quota-failure %q: want open or closed", c.quotaFailure)
+		return c, fmt.Errorf("%s: %q: want open or closed", setting("quota-failure", "TILEAPI_QUOTA_FAILURE"), c.quotaFailure)
 	}
-	if c.keyCacheTTL <= 0 {
-		return c, fmt.Errorf("-key-cache-ttl %s: want a positive duration", c.keyCacheTTL)
+	if err := c.level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return c, fmt.Errorf("%s: %q: want debug, info, warn or error", setting("log-level", "TILEAPI_LOG_LEVEL"), c.logLevel)
+	}
+	if c.proxies, err = parsePrefixes(c.trustedProxies); err != nil {
+		return c, fmt.Errorf("%s: %w", setting("trusted-proxies", "TILEAPI_TRUSTED_PROXIES"), err)
+	}
+	if c.origins, err = parseOrigins(c.corsOrigins); err != nil {
+		return c, fmt.Errorf("%s: %w", setting("cors-origins", "TILEAPI_CORS_ORIGINS"), err)
+	}
+	for _, check := range durations {
+		if err := check(); err != nil {
+			return c, err
+		}
+	}
+	if c.anonymousIPv6Prefix < 32 || c.anonymousIPv6Prefix > 128 {
+		return c, fmt.Errorf("%s: %d: want a prefix length from 32 to 128", setting("anonymous-ipv6-prefix", "TILEAPI_ANONYMOUS_IPV6_PREFIX"), c.anonymousIPv6Prefix)
+	}
+	if c.maxConns < 0 {
+		return c, fmt.Errorf("%s: %d: want a positive number, or 0 for one from the open-file limit", setting("max-conns", "TILEAPI_MAX_CONNS"), c.maxConns)
+	}
+	if c.dbMaxConns < 1 || c.dbMaxConns > math.MaxInt32 {
+		return c, fmt.Errorf("-db-max-conns %d: want a positive number", c.dbMaxConns)
 	}
 	if n := utf8.RuneCountInString(c.adminToken); n > 0 && n < minAdminToken {
 		return c, fmt.Errorf("TILEAPI_ADMIN_TOKEN: %d characters, want at least %d (openssl rand -hex 32 makes one), or empty to disable the admin API", n, minAdminToken)
@@ -129,11 +188,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return fmt.Errorf("-log-level: %w", err)
-	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: c.level}))
 	// go-redis logs through a package-level logger: route it into ours, so
 	// the log stays one JSON object a line.
 	redis.SetLogger(redisLogger{log: log.With("component", "go-redis")})
@@ -154,16 +209,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Plans: ps, NoAnonymous: !c.anonymous, FailClosed: c.quotaFailure == "closed", Shadow: c.shadow,
 		QuotaTimeout: c.quotaTimeout, KeyTimeout: c.queryTimeout, AdminToken: c.adminToken, AdminOnPublic: c.adminOnPublic,
 		PublicURL: c.publicURL, Logger: log, UnknownKeys: c.unknownKeys,
+		TrustedProxies: c.proxies, AllowedOrigins: c.origins, AnonymousIPv6Prefix: c.anonymousIPv6Prefix,
 	}
-	if c.trustedProxies != "" {
-		cfg.TrustedProxies = strings.Split(c.trustedProxies, ",")
-	}
-	cfg.AllowedOrigins = []string{}
-	if c.corsOrigins != "none" {
-		for _, o := range strings.Split(c.corsOrigins, ",") {
-			cfg.AllowedOrigins = append(cfg.AllowedOrigins, strings.TrimSpace(o))
-		}
-	}
+	reserve := fdReserve // the descriptors the process needs besides its clients'
 
 	// The quota and the tile cache: Redis, or this process.
 	if c.redisURL == "" {
@@ -172,11 +220,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		cfg.TileCache = tilecache.NewMemory(256<<20, c.tileCacheTTL)
 		log.Warn("no REDIS_URL: quotas are held in this process and hold per process only; run one process, or set REDIS_URL")
 	} else {
-		rdb, err := openRedis(c.redisURL)
+		rdb, err := openRedis("REDIS_URL", c.redisURL)
 		if err != nil {
 			return err
 		}
 		defer rdb.Close()
+		reserve += redisConns(rdb)
 		if c.redisBatch {
 			redisbatch.Enable(rdb)
 		}
@@ -189,6 +238,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 				unmetered = "metered requests are refused (503) until it answers"
 			}
 			log.Error("REDIS_URL does not answer at startup: "+unmetered+"; see /readyz, or set TILEAPI_REQUIRE_REDIS=1 to refuse to start", "err", err)
+		} else if err := checkEviction(ctx, rdb, c.allowEvictingRedis, log); err != nil {
+			return err
 		}
 		cfg.Quota = quota.NewRedis(rdb)
 		cfg.InFlight = inflight.NewRedis(rdb, inflight.WithLease(c.inFlightLease))
@@ -198,6 +249,28 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			Optional: !cfg.FailClosed, // fail-open still serves without it
 			// A Redis slower than the quota's budget fails every call.
 			Timeout: c.quotaTimeout,
+		})
+	}
+	if c.tileCacheRedisURL != "" {
+		// Tiles in a Redis of their own, which may evict; quotas stay in
+		// REDIS_URL (or this process).
+		cache, err := openRedis("TILEAPI_TILE_CACHE_REDIS_URL", c.tileCacheRedisURL)
+		if err != nil {
+			return err
+		}
+		defer cache.Close()
+		reserve += redisConns(cache)
+		if c.redisBatch {
+			redisbatch.Enable(cache)
+		}
+		if err := pingRedis(ctx, cache); err != nil {
+			log.Error("TILEAPI_TILE_CACHE_REDIS_URL does not answer at startup: every tile is a miss until it answers", "err", err)
+		}
+		cfg.TileCache = apartCache{tilecache.NewRedis(cache, "tileapi:tile:", c.tileCacheTTL)}
+		cfg.Ready = append(cfg.Ready, httpapi.Check{
+			Name: "tile-cache", Ping: func(ctx context.Context) error { return cache.Ping(ctx).Err() },
+			Optional: true, // a tile cache that fails is a miss
+			Timeout:  c.quotaTimeout,
 		})
 	}
 
@@ -225,6 +298,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 		defer pool.Close()
+		reserve += c.dbMaxConns
 		cfg.Geofence, cfg.Tiles = geofence.NewPostGIS(pool, c.queryTimeout), tiles.NewPostGIS(pool, c.queryTimeout)
 		if cfg.DataVersion, err = load.Version(ctx, pool); err != nil {
 			return err
@@ -251,6 +325,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	conns, err := connCap(c.maxConns, reserve)
+	if err != nil {
+		return err
+	}
 	if c.pprofAddr != "" {
 		if err := servePprof(ctx, c.pprofAddr, log); err != nil {
 			return err
@@ -267,7 +345,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		adminDone <- nil
 	} else {
 		go func() {
-			err := listenAndServe(sctx, "admin", c.adminAddr, srv.AdminHandler(), log)
+			err := listenAndServe(sctx, "admin", c.adminAddr, adminConns, srv.AdminHandler(), log)
 			if err != nil {
 				err = fmt.Errorf("admin listener (TILEAPI_ADMIN_ADDR): %w", err)
 			}
@@ -275,7 +353,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			adminDone <- err
 		}()
 	}
-	err = listenAndServe(sctx, "public", c.addr, srv, log)
+	err = listenAndServe(sctx, "public", c.addr, conns, srv, log)
 	stop()
 	return errors.Join(err, <-adminDone)
 }
@@ -305,11 +383,12 @@ func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
 // and write (ContextTimeoutEnabled): without it a hung Redis holds a call
 // for the client's own read timeout, whatever the request's time budget;
 // and that never retries a command, which could charge twice.
-func openRedis(url string) (redis.UniversalClient, error) {
+// An error names the setting, never the URL, which may hold a password.
+func openRedis(setting, url string) (redis.UniversalClient, error) {
 	if strings.Contains(url, "addr=") {
 		opt, err := redis.ParseClusterURL(url)
 		if err != nil {
-			return nil, fmt.Errorf("REDIS_URL: %w", err)
+			return nil, fmt.Errorf("%s: %w", setting, urlError(err))
 		}
 		opt.ContextTimeoutEnabled = true
 		opt.MaxRetries = -1 // see below
@@ -317,7 +396,7 @@ func openRedis(url string) (redis.UniversalClient, error) {
 	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("REDIS_URL: %w", err)
+		return nil, fmt.Errorf("%s: %w", setting, urlError(err))
 	}
 	opt.ContextTimeoutEnabled = true
 	// A charge is not idempotent: a command retried on a new connection
@@ -358,9 +437,10 @@ func openPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, err
 // maxHeaderBytes is the most request header bytes served; more is a 431.
 const maxHeaderBytes = 16 << 10
 
-// listenAndServe serves h on addr until ctx is done, then drains requests
-// for up to 10 seconds. name tells the listener in the log.
-func listenAndServe(ctx context.Context, name, addr string, h http.Handler, log *slog.Logger) error {
+// listenAndServe serves h on addr, holding at most maxConns connections
+// open (see conncap), until ctx is done, then drains requests for up to 10
+// seconds. name tells the listener in the log.
+func listenAndServe(ctx context.Context, name, addr string, maxConns int, h http.Handler, log *slog.Logger) error {
 	log = log.With("listener", name)
 	srv := &http.Server{
 		Addr:              addr,
@@ -376,9 +456,9 @@ func listenAndServe(ctx context.Context, name, addr string, h http.Handler, log 
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	log.Info("serving", "addr", ln.Addr().String())
+	log.Info("serving", "addr", ln.Addr().String(), "max_conns", maxConns)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- conncap.New(ln, maxConns).Serve(srv) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
