@@ -183,11 +183,7 @@ func checkOverrides(plansFile, plan string, o plans.Overrides) error {
 	if err != nil {
 		return err
 	}
-	p, ok := ps.Lookup(plan)
-	if !ok {
-		return fmt.Errorf("the key's plan %q is not configured", plan)
-	}
-	_, err = p.With(o)
+	_, err = ps.KeyPlan(plan, o)
 	return err
 }
 
@@ -203,10 +199,8 @@ func checkPlan(plansFile, plan string) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := ps.Lookup(plan); !ok {
-		return fmt.Errorf("unknown plan %q; plans: %s", plan, strings.Join(ps.Names(), ", "))
-	}
-	return nil
+	_, err = ps.KeyPlan(plan, plans.Overrides{})
+	return err
 }
 
 // parseInterspersed parses the flags of fs wherever they stand among args
