@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,4 +79,19 @@ func redisConns(rdb redis.UniversalClient) int {
 		return c.Options().PoolSize * max(1, len(c.Options().Addrs))
 	}
 	return 0
+}
+
+// trimAddrs is a cluster URL with its addr parameters trimmed of spaces,
+// empty ones left out; an addr may also list several, comma-separated.
+// A URL that does not parse is returned as it is, for its parser to
+// refuse.
+func trimAddrs(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	q := u.Query()
+	q["addr"] = splitList(strings.Join(q["addr"], ","))
+	u.RawQuery = q.Encode()
+	return u.String()
 }

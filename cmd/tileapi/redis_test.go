@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -136,4 +137,24 @@ func firstKey(t *testing.T, c *redis.Client, pattern string) string {
 		return ""
 	}
 	return ks[0]
+}
+
+// A cluster's addresses are a list like any other: trimmed, empty items
+// left out, and comma-separated ones split.
+func TestClusterAddrsTrimmed(t *testing.T) {
+	rdb, err := openRedis("REDIS_URL", "redis://:pw@h1:7000?addr=%20h2:7001%20&addr=&addr=h3:7002,%20h4:7003,")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		t.Fatalf("a %T, want a cluster client", rdb)
+	}
+	if got, want := cc.Options().Addrs, []string{"h1:7000", "h2:7001", "h3:7002", "h4:7003"}; !slices.Equal(got, want) {
+		t.Errorf("addresses %q, want %q", got, want)
+	}
+	if cc.Options().Password != "pw" {
+		t.Error("the password was lost")
+	}
 }

@@ -386,7 +386,7 @@ func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
 // An error names the setting, never the URL, which may hold a password.
 func openRedis(setting, url string) (redis.UniversalClient, error) {
 	if strings.Contains(url, "addr=") {
-		opt, err := redis.ParseClusterURL(url)
+		opt, err := redis.ParseClusterURL(trimAddrs(url))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", setting, urlError(err))
 		}
