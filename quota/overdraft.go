@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,9 +16,9 @@ import (
 var (
 	//go:embed overdraft.lua
 	overdraftLua string
-	// overdraftScript is charge.lua behind the prelude that marks the
+	// overdraftScript is charge.lua inside overdraft.lua, which marks the
 	// charge's id.
-	overdraftScript = redis.NewScript(luaScript(overdraftLua + chargeLua))
+	overdraftScript = redis.NewScript(luaScript(strings.Replace(overdraftLua, "\n-- charge.lua\n", "\n"+chargeLua+"\n", 1)))
 )
 
 // OverdraftIDLife is how long Redis remembers the id of an overdraft
@@ -41,42 +42,82 @@ const spansArg = 4
 // one, made once the store answers again (quotahttp's pending charges). A
 // limit it takes past its max reports Used above Max and Remaining 0, and
 // refuses charges until enough of it has left the window or the period
-// has ended.
+// has ended. It returns the decision (Allowed, with a Receipt as Charge's)
+// and true when it made the charge.
 //
 // id names the charge, so that it can be retried: Redis remembers it for
 // OverdraftIDLife, and a charge of an id it remembers is not made again
-// (ChargeOverdraft reports false). It must be a token (letters, digits and
-// "-_.", at most 64) unique to the charge. A bad identity, plan, cost or
-// id returns an error matching ErrInvalid, a cost above a limit's max a
-// *TooCostlyError, both before any I/O; any other error is Redis's,
-// wrapped, after which the charge may or may not have been made: retry it
-// with the same id.
-func (r *Redis) ChargeOverdraft(ctx context.Context, identity string, plan Plan, cost int64, id string) (bool, error) {
+// (ChargeOverdraft returns the zero Decision and false). It must be a
+// token (letters, digits and "-_.", at most 64) unique to the charge. A
+// bad identity, plan, cost or id returns an error matching ErrInvalid, a
+// cost above a limit's max a *TooCostlyError, both before any I/O; any
+// other error is Redis's (or the PeriodSource's), wrapped, after which the
+// charge may or may not have been made: retry it with the same id.
+func (r *Redis) ChargeOverdraft(ctx context.Context, identity string, plan Plan, cost int64, id string) (Decision, bool, error) {
 	if err := checkCharge(identity, plan, cost); err != nil {
-		return false, err
+		return Decision{}, false, err
 	}
 	if !isToken(id) {
-		return false, invalid("overdraft: id %q must be letters, digits, '-', '_' or '.', at most 64", id)
+		return Decision{}, false, invalid("overdraft: id %q must be letters, digits, '-', '_' or '.', at most 64", id)
 	}
 	sliding, periods := plan.split()
-	// A charge with no deadline: it was served already.
-	keys, args := r.chargeCall(identity, plan, sliding, periods, cost, true, 0)
-	packed := []byte(args[0].(string))
-	// The windows the log measures, as many as the arguments say (aN).
-	raise(packed, aShared, aPer, 2, int(math.Float64frombits(binary.BigEndian.Uint64(packed[8*(aN-1):]))))
-	args[0] = string(packed)
-	if len(periods) > 0 {
-		spans := []byte(args[spansArg].(string))
-		raise(spans, 0, 4, 4, len(periods))
-		args[spansArg] = string(spans)
+	var restore []restoreValue
+	for tries := 0; ; tries++ {
+		// A charge with no deadline: it was served already.
+		keys, args := r.chargeCallRestoring(identity, plan, sliding, periods, cost, true, 0, restore)
+		packed := []byte(args[0].(string))
+		// The windows the log measures, as many as the arguments say (aN).
+		raise(packed, aShared, aPer, 2, int(math.Float64frombits(binary.BigEndian.Uint64(packed[8*(aN-1):]))))
+		args[0] = string(packed)
+		if len(periods) > 0 {
+			spans := []byte(args[spansArg].(string))
+			raise(spans, 0, 4, 4, len(periods))
+			args[spansArg] = string(spans)
+		}
+		keys = append(keys, r.key(identity)+":overdraft:"+id)
+		args = append(args, strconv.FormatInt(OverdraftIDLife.Milliseconds(), 10))
+		reply, err := overdraftScript.Run(ctx, r.client, keys, args...).Text()
+		switch {
+		case err != nil:
+			return Decision{}, false, fmt.Errorf("quota: overdraft: %w", err)
+		case reply == duplicateReply:
+			return Decision{}, false, nil
+		case !strings.HasPrefix(reply, restoreReply):
+			d, err := r.overdrawn(identity, plan, sliding, periods, cost, reply)
+			return d, err == nil, err
+		case tries == 2:
+			return Decision{}, false, fmt.Errorf("quota: overdraft: the counters of %q are still missing after %d restores", identity, tries)
+		}
+		// Counters are missing: looked up, and the charge sent again with
+		// them, as Charge does.
+		if restore, err = r.restore(ctx, identity, plan, periods, header(reply[len(restoreReply):])); err != nil {
+			return Decision{}, false, err
+		}
 	}
-	keys = append(keys, r.key(identity)+":overdraft:"+id)
-	args = append(args, strconv.FormatInt(OverdraftIDLife.Milliseconds(), 10))
-	reply, err := overdraftScript.Run(ctx, r.client, keys, args...).Text()
-	if err != nil {
-		return false, fmt.Errorf("quota: overdraft: %w", err)
+}
+
+// overdrawn reads the reply of an overdraft charge made: the header as
+// written, then each period's use, start and end. It reads them as
+// Redis.run reads an admitted charge's.
+func (r *Redis) overdrawn(identity string, plan Plan, sliding, periods []int, cost int64, reply string) (Decision, error) {
+	n, np := windowCount(plan, sliding), len(periods)
+	size, tail := 8*headerFields(n), 24*np
+	if len(reply) != size+tail {
+		return Decision{}, fmt.Errorf("quota: overdraft: script returned %d bytes, want %d", len(reply), size+tail)
 	}
-	return reply != duplicateReply, nil
+	h, ps := header(reply[:size]), header(reply[size:])
+	raw := make([]limitUsage, len(plan.Limits))
+	for k, i := range sliding {
+		raw[i] = limitUsage{used: h.window(k, wSum), oldest: h.window(k, wOldest), freeAt: -1}
+	}
+	marks := newPeriodMarks(np)
+	for k, i := range periods {
+		used, start, end := ps.field(1+3*k), ps.field(2+3*k), ps.field(3+3*k)
+		raw[i] = periodUsage(plan.Limits[i], used, end, cost, true)
+		marks[k] = periodMark{name: plan.Limits[i].Name, start: start}
+	}
+	index := h.field(hFirst) + h.field(hTail) - 1
+	return decide(identity, plan, cost, true, h.field(hLast), index, raw, marks), nil
 }
 
 // raise sets the max of each of n limits in packed, charge arguments as
@@ -92,12 +133,12 @@ func raise(packed []byte, from, per, at, n int) {
 // ChargeOverdraft passes an overdraft charge on to the store, if it makes
 // them (Redis does); it denies nothing, so no denial is dropped or added.
 // A store that makes none returns an error matching ErrInvalid.
-func (c *DenyCache) ChargeOverdraft(ctx context.Context, identity string, plan Plan, cost int64, id string) (bool, error) {
+func (c *DenyCache) ChargeOverdraft(ctx context.Context, identity string, plan Plan, cost int64, id string) (Decision, bool, error) {
 	o, ok := c.store.(interface {
-		ChargeOverdraft(ctx context.Context, identity string, plan Plan, cost int64, id string) (bool, error)
+		ChargeOverdraft(ctx context.Context, identity string, plan Plan, cost int64, id string) (Decision, bool, error)
 	})
 	if !ok {
-		return false, invalid("overdraft: a %T makes no overdraft charges", c.store)
+		return Decision{}, false, invalid("overdraft: a %T makes no overdraft charges", c.store)
 	}
 	return o.ChargeOverdraft(ctx, identity, plan, cost, id)
 }

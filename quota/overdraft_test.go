@@ -31,9 +31,12 @@ func TestChargeOverdraft(t *testing.T) {
 			ctx := context.Background()
 			overdraft := func(cost int64, id string) bool {
 				t.Helper()
-				made, err := r.ChargeOverdraft(ctx, "k", plan, cost, id)
+				d, made, err := r.ChargeOverdraft(ctx, "k", plan, cost, id)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if made != !d.Receipt.IsZero() || made && (!d.Allowed || d.Receipt.Cost() != cost || len(d.Receipt.Periods()) != 1) {
+					t.Errorf("overdraft of %d: made %v, %+v: want a receipt of the cost, in the day, when made", cost, made, d)
 				}
 				return made
 			}
@@ -68,11 +71,11 @@ func TestChargeOverdraft(t *testing.T) {
 	t.Run("invalid", func(t *testing.T) {
 		r := NewRedis(redisClient(t), WithPrefix(testPrefix(t)))
 		for _, id := range []string{"", "a b", "{x}"} {
-			if _, err := r.ChargeOverdraft(context.Background(), "k", plan, 1, id); !errors.Is(err, ErrInvalid) {
+			if _, _, err := r.ChargeOverdraft(context.Background(), "k", plan, 1, id); !errors.Is(err, ErrInvalid) {
 				t.Errorf("id %q: %v, want ErrInvalid", id, err)
 			}
 		}
-		if _, err := r.ChargeOverdraft(context.Background(), "k", plan, 9, "x"); !errors.Is(err, ErrTooCostly) {
+		if _, _, err := r.ChargeOverdraft(context.Background(), "k", plan, 9, "x"); !errors.Is(err, ErrTooCostly) {
 			t.Errorf("a cost above a max: %v, want ErrTooCostly", err)
 		}
 	})
@@ -98,14 +101,14 @@ func TestChargeOverdraftLostReply(t *testing.T) {
 
 	// Redis knows the script (an EVALSHA answered NOSCRIPT late would
 	// send no EVAL).
-	if _, err := r.ChargeOverdraft(context.Background(), "k", plan, 1, "warm"); err != nil {
+	if _, _, err := r.ChargeOverdraft(context.Background(), "k", plan, 1, "warm"); err != nil {
 		t.Fatal(err)
 	}
 	// The script runs at once; its answer is held back past the caller's
 	// deadline.
 	proxy.SetLatency(0, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	_, err = r.ChargeOverdraft(ctx, "k", plan, 3, "once")
+	_, _, err = r.ChargeOverdraft(ctx, "k", plan, 3, "once")
 	cancel()
 	if err == nil {
 		t.Fatal("the overdraft charge answered through a two-second delay within 100ms")
@@ -116,11 +119,40 @@ func TestChargeOverdraftLostReply(t *testing.T) {
 		}
 	}
 	proxy.Restore()
-	made, err := r.ChargeOverdraft(context.Background(), "k", plan, 3, "once")
+	_, made, err := r.ChargeOverdraft(context.Background(), "k", plan, 3, "once")
 	if err != nil || made {
 		t.Errorf("the retry: made %v, %v; want not made, no error", made, err)
 	}
 	if u := used(peek(t, seen, "k", plan)); u[0] != 4 {
 		t.Errorf("used %v after 1, then 3 whose reply was lost and retried, want 4", u)
+	}
+}
+
+// An overdraft charge that finds its counters lost restores them from the
+// PeriodSource first, as a charge does, and is then made once: the restore
+// is no try of its id.
+func TestChargeOverdraftRestores(t *testing.T) {
+	src := &bookSource{}
+	p := mustPlan(t, "monthly", PerSecond(1000), PerMonth(50))
+	for _, fx := range restoreFixtures(t, src) {
+		t.Run(fx.name, func(t *testing.T) {
+			id := "k-" + fx.name
+			d := charge(t, fx.store, id, p, 40)
+			src.set(id, "month", d.Receipt.Periods()[0].Start, 40)
+			fx.lose(id)
+			d, made, err := fx.store.ChargeOverdraft(context.Background(), id, p, 20, "after-loss")
+			if err != nil || !made {
+				t.Fatalf("made %v, %v", made, err)
+			}
+			if d.Limits[1].Used != 60 || d.Limits[1].Remaining != 0 {
+				t.Errorf("the month after 40 restored and 20 overdrawn: %+v, want 60 used, none left", d.Limits[1])
+			}
+			if _, made, err := fx.store.ChargeOverdraft(context.Background(), id, p, 20, "after-loss"); err != nil || made {
+				t.Errorf("the retry: made %v, %v; want not made", made, err)
+			}
+			if u := used(peek(t, fx.store, id, p)); u[1] != 60 {
+				t.Errorf("used %v, want 60 in the month", u)
+			}
+		})
 	}
 }

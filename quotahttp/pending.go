@@ -32,7 +32,7 @@ const firstRetry, lastRetry = 100 * time.Millisecond, 3200 * time.Millisecond
 // every limit whether it fits or not, once per id: quota.Redis, and a
 // quota.DenyCache in front of it.
 type overdrafter interface {
-	ChargeOverdraft(ctx context.Context, identity string, plan quota.Plan, cost int64, id string) (bool, error)
+	ChargeOverdraft(ctx context.Context, identity string, plan quota.Plan, cost int64, id string) (quota.Decision, bool, error)
 }
 
 var (
@@ -182,7 +182,7 @@ func (g *Gate) attempt(o owed) bool {
 	var made bool
 	err := g.call(o.r.Context(), func(ctx context.Context) error {
 		var err error
-		made, err = g.overdraft.ChargeOverdraft(ctx, o.m.Identity, o.m.Plan, o.cost, o.id)
+		_, made, err = g.overdraft.ChargeOverdraft(ctx, o.m.Identity, o.m.Plan, o.cost, o.id)
 		return err
 	})
 	switch {

@@ -185,7 +185,7 @@ func TestPendingChargeLostReply(t *testing.T) {
 	if code, status := rig.serve(t, "/", 1); code != 200 || status != "charged" {
 		t.Fatalf("before: %d %s", code, status)
 	}
-	if _, err := rig.direct.ChargeOverdraft(context.Background(), "warm-up", plan, 1, "warm-up"); err != nil {
+	if _, _, err := rig.direct.ChargeOverdraft(context.Background(), "warm-up", plan, 1, "warm-up"); err != nil {
 		t.Fatal(err)
 	}
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})

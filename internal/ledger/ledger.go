@@ -341,6 +341,25 @@ func (s *recording) Charge(ctx context.Context, identity string, plan quota.Plan
 	return d, err
 }
 
+// ChargeOverdraft passes the pending charge of a request served while
+// Redis failed on to the store, if it makes them (quota.Redis does), and
+// records it once made: a retry Redis finds made already is not recorded
+// again. A store that makes none returns an error matching
+// quota.ErrInvalid.
+func (s *recording) ChargeOverdraft(ctx context.Context, identity string, plan quota.Plan, cost int64, id string) (quota.Decision, bool, error) {
+	o, ok := s.Store.(interface {
+		ChargeOverdraft(ctx context.Context, identity string, plan quota.Plan, cost int64, id string) (quota.Decision, bool, error)
+	})
+	if !ok {
+		return quota.Decision{}, false, fmt.Errorf("%w: ledger: a %T makes no overdraft charges", quota.ErrInvalid, s.Store)
+	}
+	d, made, err := o.ChargeOverdraft(ctx, identity, plan, cost, id)
+	if made {
+		s.ledger.Record(d.Receipt, d.Receipt.Cost())
+	}
+	return d, made, err
+}
+
 func (s *recording) Refund(ctx context.Context, rc quota.Receipt) (bool, error) {
 	ok, err := s.Store.Refund(ctx, rc)
 	if ok {

@@ -328,3 +328,36 @@ func TestLaggingCounterRaised(t *testing.T) {
 		t.Errorf("%d units admitted after the raise, want the 19 left of 50", admitted)
 	}
 }
+
+// The pending charge of a request served while Redis failed goes through
+// the ledger's store to Redis, past the month's max, and into the ledger
+// once: its retry, which Redis finds made, is not recorded again.
+func TestOverdraftRecorded(t *testing.T) {
+	pool := spatialtest.Migrated(t)
+	srv := testenv.StartRedisServer(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	l := New(pool, Options{})
+	store, ok := l.Store(quota.NewRedis(client, quota.WithPeriodSource(l))).(interface {
+		ChargeOverdraft(ctx context.Context, identity string, plan quota.Plan, cost int64, id string) (quota.Decision, bool, error)
+	})
+	if !ok {
+		t.Fatal("the ledger's store makes no overdraft charges")
+	}
+	ctx := context.Background()
+	p := monthly(t, 50)
+	for _, id := range []string{"pending-1", "pending-2"} {
+		if _, made, err := store.ChargeOverdraft(ctx, "key:7", p, 40, id); err != nil || !made {
+			t.Fatalf("%s: made %v, %v", id, made, err)
+		}
+	}
+	if _, made, err := store.ChargeOverdraft(ctx, "key:7", p, 40, "pending-1"); err != nil || made {
+		t.Fatalf("a retry: made %v, %v; want not made", made, err)
+	}
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if u := tableUnits(t, pool, "key:7"); u != 80 {
+		t.Errorf("the ledger holds %d units, want 80: two overdrafts of 40, past the month's 50, the retry not again", u)
+	}
+}
