@@ -24,6 +24,7 @@ import (
 	"github.com/tileapi/tileapi/httpapi"
 	"github.com/tileapi/tileapi/inflight"
 	"github.com/tileapi/tileapi/internal/conncap"
+	"github.com/tileapi/tileapi/internal/ledger"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/load"
 	"github.com/tileapi/tileapi/quota"
@@ -41,7 +42,7 @@ type serveConfig struct {
 	adminOnPublic, demoKeysInDatabase                            bool
 	anonymous, shadow, requireRedis, redisBatch                  bool
 	quotaTimeout, keyCacheTTL, tileCacheTTL, queryTimeout        time.Duration
-	inFlightLease                                                time.Duration
+	inFlightLease, ledgerFlush                                   time.Duration
 	dbMaxConns                                                   int
 	unknownKeys                                                  int64
 	tileCacheRedisURL                                            string
@@ -130,6 +131,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	dur(&c.quotaTimeout, "quota-timeout", "TILEAPI_QUOTA_TIMEOUT", "50ms", "time budget of one quota call")
 	dur(&c.keyCacheTTL, "key-cache-ttl", "TILEAPI_KEY_CACHE_TTL", "5s", "how often the in-process key index reads the key store's changes: a revoked key stops working, and a plan change applies, within it")
 	dur(&c.inFlightLease, "in-flight-lease", "TILEAPI_IN_FLIGHT_LEASE", "10s", "how long an in-flight slot lasts unless renewed: a dead server's slots come free within it")
+	dur(&c.ledgerFlush, "ledger-flush", "TILEAPI_LEDGER_FLUSH", "1s", "how often each server writes its charges to the usage ledger (with REDIS_URL and DATABASE_URL): a Redis that loses its counters loses at most this much of each server's")
 	dur(&c.tileCacheTTL, "tile-cache-ttl", "TILEAPI_TILE_CACHE_TTL", "1h", "how long a rendered tile is cached")
 	dur(&c.queryTimeout, "query-timeout", "TILEAPI_QUERY_TIMEOUT", "5s", "statement timeout of a spatial query, and the bound of a key lookup")
 	fs.IntVar(&c.dbMaxConns, "db-max-conns", 10, "most database connections; keep it below the server's max_connections")
@@ -214,14 +216,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	reserve := fdReserve // the descriptors the process needs besides its clients'
 
 	// The quota and the tile cache: Redis, or this process.
+	var rdb redis.UniversalClient
 	if c.redisURL == "" {
 		cfg.Quota = quota.NewMemory(nil)
 		cfg.InFlight = inflight.NewMemory()
 		cfg.TileCache = tilecache.NewMemory(256<<20, c.tileCacheTTL)
 		log.Warn("no REDIS_URL: quotas are held in this process and hold per process only; run one process, or set REDIS_URL")
 	} else {
-		rdb, err := openRedis("REDIS_URL", c.redisURL)
-		if err != nil {
+		if rdb, err = openRedis("REDIS_URL", c.redisURL); err != nil {
 			return err
 		}
 		defer rdb.Close()
@@ -305,6 +307,19 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		store = keys.NewPostgres(pool)
 		cfg.Ready = append(cfg.Ready, httpapi.Check{Name: "database", Ping: pool.Ping})
+		if rdb != nil {
+			// What customers buy by the day or month survives losing Redis:
+			// every charge is written to the ledger, and a counter Redis lost
+			// is restored from it.
+			led := ledger.New(pool, ledger.Options{FlushEvery: c.ledgerFlush, Logger: log})
+			counters := quota.NewRedis(rdb, quota.WithPeriodSource(led))
+			led.RaiseIn(counters)
+			cfg.Quota = led.Store(counters)
+			lctx, stopLedger := context.WithCancel(ctx)
+			flushed := make(chan struct{})
+			go func() { led.Run(lctx); close(flushed) }()
+			defer func() { stopLedger(); <-flushed }() // the last write, before the pool closes
+		}
 	}
 	cfg.KeyAdmin = store
 	if err := addDemoKeys(ctx, store, demo, stdout); err != nil {
