@@ -46,10 +46,29 @@ func TestMain(m *testing.M) {
 type fault struct {
 	name    string
 	replica bool // the rig needs a replica of its Redis
-	// inFlight limits each key to as many requests in flight as it has
-	// clients, on a short lease (inFlightLease): one slot left taken by
-	// the fault refuses a request 429 concurrency-exceeded.
-	inFlight bool
+	// clients is how many clients drive the rig; 0 for clients.
+	clients int
+	// inFlight limits each key to as many requests in flight at once, on
+	// a short lease (inFlightLease): one slot left taken by the fault
+	// refuses a request 429 concurrency-exceeded. 0: no limit.
+	inFlight int
+	// limits replaces faultPlan's limits; the first is the one whose
+	// usage the checks read.
+	limits []loadtest.Limit
+	// env is added to the servers' environment.
+	env []string
+	// normal lists outcomes also allowed before the fault and once
+	// recovered: a key with more clients than in-flight slots is refused
+	// 429 concurrency-exceeded at any time.
+	normal []string
+	// unanswered says the fault may leave requests charged that no client
+	// saw answered (a server killed with requests in flight): each key
+	// may hold up to its in-flight slots times maxPrice units more than
+	// its responses cost. The figure is logged.
+	unanswered bool
+	// serves says requests must go on being charged during the fault:
+	// the servers it spares serve.
+	serves bool
 	// inject starts the fault and returns what lifts it.
 	inject func(t *testing.T, r *rig) (lift func())
 	// allowed lists the outcomes a request that meets the fault may have,
@@ -87,7 +106,7 @@ var faults = []fault{
 		}},
 	// Every slot of each key is in use when Redis stops: an acquire it runs
 	// late, or a release it missed, would keep a slot taken after the lift.
-	{name: "redis hung (SIGSTOP) with in-flight slots", inFlight: true, bites: true, wait: redisWait, allowed: redisFailing, readyz: redisNotReady,
+	{name: "redis hung (SIGSTOP) with in-flight slots", inFlight: clients / keysPerRig, bites: true, wait: redisWait, allowed: redisFailing, readyz: redisNotReady,
 		inject: func(t *testing.T, r *rig) func() {
 			r.redis.Hang(t)
 			return r.redis.Resume
@@ -114,6 +133,19 @@ var faults = []fault{
 			}
 			r.rproxy.Restore()
 			return func() {}
+		}},
+	// Redis at maxmemory with noeviction answers every write OOM at once:
+	// a charge fails fast, as it does on a refused connection, not late.
+	{name: "redis out of memory (maxmemory, noeviction)", bites: true, wait: redisWait, allowed: redisFailing,
+		inject: func(t *testing.T, r *rig) func() {
+			if err := redisDo(r.redis.Addr, "CONFIG", "SET", "maxmemory-policy", "noeviction", "maxmemory", "1"); err != nil {
+				t.Fatal(err)
+			}
+			return func() {
+				if err := redisDo(r.redis.Addr, "CONFIG", "SET", "maxmemory", "0"); err != nil {
+					t.Error(err)
+				}
+			}
 		}},
 	{name: "redis SCRIPT FLUSH", wait: redisWait, allowed: func(bool) []string { return []string{charged} },
 		inject: func(t *testing.T, r *rig) func() {
@@ -154,6 +186,19 @@ var faults = []fault{
 			r.rproxy.Restore()
 			return func() {}
 		}},
+	// kill -9 of one server of two under 16 clients, two in-flight slots a
+	// key (8 clients each: refused concurrency-exceeded at any time). Every
+	// client of a key goes to one server, so the killed one held all of
+	// its key's slots: its requests in flight stay charged, at most the
+	// slots' worth, and its leases keep them for inFlightLease, which
+	// ends within recovery of the lift. Its clients go to the survivor.
+	{name: "a server killed (SIGKILL)", clients: 2 * clients, inFlight: 2, normal: []string{concurrency},
+		unanswered: true, serves: true, bites: true, wait: 0,
+		allowed: func(bool) []string { return []string{charged, concurrency, "no response"} },
+		inject: func(t *testing.T, r *rig) func() {
+			r.kill(0)
+			return func() {}
+		}},
 	{name: "postgres dead", bites: true, wait: dbWait, unknownKey: true,
 		allowed: dbFailing("503 database-unavailable"),
 		// A connection opened as the database comes back may hang until
@@ -173,13 +218,20 @@ var faults = []fault{
 		}},
 }
 
+// concurrency is the answer to a request over its key's in-flight slots.
+const concurrency = "429 concurrency-exceeded"
+
 // redisFailing is the failure policy for a Redis that does not answer.
 func redisFailing(closed bool) []string {
 	if closed {
 		return []string{charged, "503 quota-unavailable"}
 	}
-	return []string{charged, "200 unmetered"}
+	return []string{charged, pending}
 }
+
+// pending is a response served unmetered whose charge is made once Redis
+// answers again: what it owes is in its X-RateLimit-Cost.
+const pending = "200 unmetered-pending"
 
 // dbFailing is the failure policy for a database that fails a request
 // with one of problems: served from the tile cache, or the problem with the
@@ -224,6 +276,7 @@ func TestFaults(t *testing.T) {
 			})
 		}
 	}
+	t.Run("redis restarted with the ledger/fail-closed", func(t *testing.T) { runLedgerRestart(t, db) })
 	if testing.Verbose() {
 		t.Logf("\n%s", table(rows))
 	}
@@ -246,7 +299,7 @@ type row struct {
 // four properties.
 func runFault(t *testing.T, db string, f fault, closed bool) row {
 	r := newRig(t, db, closed, f)
-	hc := newHTTPClient()
+	hc := newHTTPClient(r.clients)
 	stop := drive(t, hc, r)
 	time.Sleep(calm)
 
@@ -299,10 +352,12 @@ func runFault(t *testing.T, db string, f fault, closed bool) row {
 	allowed := f.allowed(closed)
 	bad := map[string][]result{}
 	var met, recovered, stillLate int // requests that met the fault and were not charged; requests after recovery; late ones of those
+	// servedAgain counts each key's requests charged after recovery.
+	servedAgain := make([]int, len(r.keys))
 	for _, res := range results {
 		o := res.outcome()
 		late := res.late(closed)
-		excused := late || res.slowQuery()
+		excused := late || res.slowQuery() || slices.Contains(f.normal, o)
 		switch {
 		case res.end.Before(start):
 			if o != charged && !excused {
@@ -311,6 +366,7 @@ func runFault(t *testing.T, db string, f fault, closed bool) row {
 			rw.late += b2i(late)
 		case res.start.After(lifted.Add(recovery)):
 			recovered++
+			servedAgain[res.key] += b2i(o == charged)
 			if o != charged && !excused {
 				k := fmt.Sprintf("%v after the fault was lifted: %s", recovery, o)
 				bad[k] = append(bad[k], res)
@@ -323,7 +379,7 @@ func runFault(t *testing.T, db string, f fault, closed bool) row {
 			}
 		default:
 			rw.during[o]++
-			met += b2i(o != charged)
+			met += b2i(o != charged && !slices.Contains(f.normal, o))
 			atLift := res.end.After(lifting) && slices.Contains(f.atLift, o)
 			if !slices.Contains(allowed, o) && !atLift && !excused {
 				bad["during the fault: "+o] = append(bad["during the fault: "+o], res)
@@ -348,6 +404,9 @@ func runFault(t *testing.T, db string, f fault, closed bool) row {
 	if f.bites && met == 0 {
 		t.Errorf("no request met the fault: it did not take effect")
 	}
+	if f.serves && rw.during[charged] == 0 {
+		t.Errorf("no request was charged during the fault: the servers it spared did not serve")
+	}
 
 	// The service recovers without a restart: after the lift, all but a few
 	// requests that waited out the quota timeout are charged again.
@@ -355,35 +414,58 @@ func runFault(t *testing.T, db string, f fault, closed bool) row {
 		t.Errorf("not recovered: %d of the %d requests that started more than %v after the fault was lifted were not charged",
 			stillLate, recovered, recovery)
 	}
+	// Every key is served again: a slot left taken for good refuses every
+	// request of its key, which may look normal one by one.
+	for i, n := range servedAgain {
+		if n == 0 {
+			t.Errorf("not recovered: key %d had none of its requests charged more than %v after the fault was lifted", r.keys[i].id, recovery)
+		}
+	}
 
-	// Nothing is charged that was not served. Failing open, a charge made
-	// in time whose reply came back too late was served unmetered: the
-	// quota may hold its cost, which is no more than the price of a
-	// request (maxPrice) for each response served unmetered.
+	// Nothing is charged that was not served, and nothing served is
+	// forgotten. Failing open, a response served unmetered owes its price,
+	// charged once Redis answers: the quota holds it once every server has
+	// made what it owes. A charge made in time whose reply came back too
+	// late was served unmetered and owed as well: the quota may hold its
+	// cost twice, which is no more than the price of a request (maxPrice)
+	// more for each such response.
 	// Failing closed, a charge made in time whose reply was read late (past
 	// the caller's deadline, on a loaded machine) leaves a refused request
 	// charged: the server cannot know; such a request is among the late
 	// ones, and may hold one request's price.
 	served, unmetered := map[int64]int64{}, map[int64]int64{}
 	for _, res := range results {
-		switch {
-		case res.outcome() == charged:
+		o := res.outcome()
+		if o == charged || o == pending {
 			served[r.keys[res.key].id] += res.cost
-		case res.outcome() == "200 unmetered" || res.late(closed):
+		}
+		if o == "200 unmetered" || res.late(closed) {
 			unmetered[r.keys[res.key].id]++
 		}
+	}
+	r.drained(t)
+	// A server killed with requests in flight leaves them charged, never
+	// answered: at most a key's in-flight slots of them, each at most
+	// maxPrice. Nothing gives them back.
+	var unanswered int64
+	if f.unanswered {
+		unanswered = int64(f.inFlight) * maxPrice
 	}
 	usage := r.usage(t)
 	for _, k := range r.keys {
 		got, want := usage[k.id]+r.wiped[k.id], served[k.id]
 		rw.usage += got
 		rw.served += want
+		if f.unanswered {
+			t.Logf("key %d: %d units left charged for requests never answered (%d in the quota, %d served as charged; at most %d: %d in-flight slots of %d units)",
+				k.id, got-want, got, want, unanswered, f.inFlight, maxPrice)
+		}
 		switch {
-		case got > want+maxPrice*unmetered[k.id]:
-			t.Errorf("key %d: the quota holds %d units, the responses served as charged cost %d, and %d more were served unmetered or refused late: %d units charged that were not served",
+		case got > want+maxPrice*unmetered[k.id]+unanswered:
+			t.Errorf("key %d: the quota holds %d units, the responses served as charged or owed cost %d, and %d more were served unmetered or refused late: %d units charged that were not served",
 				k.id, got, want, unmetered[k.id], got-want-maxPrice*unmetered[k.id])
 		case got < want:
-			t.Errorf("key %d: the quota holds %d units, the responses served as charged cost %d: %d units served as charged that it does not hold",
+			t.Errorf("key %d: the quota holds %d units, the responses served as charged or owed cost %d: %d units served that it does not hold",
 				k.id, got, want, want-got)
 		}
 	}

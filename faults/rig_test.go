@@ -1,11 +1,14 @@
 package faults
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -13,9 +16,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tileapi/tileapi/internal/faultproxy"
@@ -101,8 +106,17 @@ type rig struct {
 	urls    []string             // the servers
 	// adminURLs are the servers' admin listeners, in the order of urls.
 	adminURLs []string
-	keys      []apiKey
-	plan      quota.Plan
+	servers   []*loadtest.Instance // in the order of urls
+	// dead marks the servers killed: their clients go to the next one, as
+	// a load balancer would send them.
+	dead    [servers]atomic.Bool
+	clients int
+	db      string // the database, reached directly
+	keys    []apiKey
+	// charged is what each key's responses served as charged cost so far,
+	// in the order of keys.
+	charged [keysPerRig]atomic.Int64
+	plan    quota.Plan
 	// wiped is each key's usage in a Redis that a restart emptied.
 	wiped map[int64]int64
 	log   string // the servers' output
@@ -131,7 +145,8 @@ type apiKey struct {
 func newRig(t *testing.T, dbURL string, closed bool, f fault) *rig {
 	t.Helper()
 	// A replica's first sync starts at once, not after the default 5 s.
-	r := &rig{redis: testenv.StartRedisServer(t, "--repl-diskless-sync-delay", "0"), wiped: map[int64]int64{}}
+	r := &rig{redis: testenv.StartRedisServer(t, "--repl-diskless-sync-delay", "0"), wiped: map[int64]int64{},
+		clients: cmp.Or(f.clients, clients), db: dbURL}
 	if f.replica {
 		_, port, _ := net.SplitHostPort(r.redis.Addr)
 		r.replica = testenv.StartRedisServer(t, "--replicaof", "127.0.0.1", port)
@@ -151,8 +166,9 @@ func newRig(t *testing.T, dbURL string, closed bool, f fault) *rig {
 
 	dir := t.TempDir()
 	plan := faultPlan
-	if f.inFlight {
-		plan.MaxInFlight = clients / keysPerRig
+	plan.MaxInFlight = f.inFlight
+	if f.limits != nil {
+		plan.Limits = f.limits
 	}
 	plansFile, err := loadtest.WritePlans(dir, plan)
 	if err != nil {
@@ -186,6 +202,7 @@ func newRig(t *testing.T, dbURL string, closed bool, f fault) *rig {
 		"TILEAPI_LOG_LEVEL=info", // a line per request, for the requests a check names
 		"TILEAPI_IN_FLIGHT_LEASE=" + inFlightLease.String(),
 	}
+	env = append(env, f.env...)
 	logs, err := os.Create(filepath.Join(dir, "servers.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +219,7 @@ func newRig(t *testing.T, dbURL string, closed bool, f fault) *rig {
 	for i, in := range ins {
 		if in != nil {
 			t.Cleanup(func() { _ = in.Stop() })
-			r.urls, r.adminURLs = append(r.urls, in.URL), append(r.adminURLs, in.AdminURL)
+			r.urls, r.adminURLs, r.servers = append(r.urls, in.URL), append(r.adminURLs, in.AdminURL), append(r.servers, in)
 		}
 		if errs[i] != nil {
 			out, _ := os.ReadFile(r.log)
@@ -210,6 +227,24 @@ func newRig(t *testing.T, dbURL string, closed bool, f fault) *rig {
 		}
 	}
 	return r
+}
+
+// server returns the URL client i sends its requests to: its own server
+// or, once that is killed, the next one alive.
+func (r *rig) server(i int) string {
+	for j := range len(r.urls) {
+		if k := (i + j) % len(r.urls); !r.dead[k].Load() {
+			return r.urls[k]
+		}
+	}
+	return r.urls[i%len(r.urls)]
+}
+
+// kill ends server i with SIGKILL under load, and sends its clients to the
+// others from then on.
+func (r *rig) kill(i int) {
+	r.servers[i].Kill()
+	r.dead[i].Store(true)
 }
 
 func startProxy(t *testing.T, target string) *faultproxy.Proxy {
@@ -236,6 +271,78 @@ func (r *rig) usage(t *testing.T) map[int64]int64 {
 			t.Fatalf("peek key %d: %v", k.id, err)
 		}
 		out[k.id] = d.Limits[0].Used
+	}
+	return out
+}
+
+// drained waits until every server has made the charges it owes for the
+// responses it served unmetered (X-Quota-Status: unmetered-pending): as
+// many applied as queued, by its metrics.
+func (r *rig) drained(t *testing.T) {
+	t.Helper()
+	for i, u := range r.urls {
+		if r.dead[i].Load() {
+			continue // what it owed is lost with it
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			queued, applied := pendingCharges(t, u, "queued"), pendingCharges(t, u, "applied")
+			if queued == applied {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still owes %d of the %d charges it queued 30 s after the fault", u, queued-applied, queued)
+			}
+		}
+	}
+}
+
+// pendingCharges reads tileapi_quota_pending_charges_total{outcome} from
+// the metrics of the server at base: 0 before the first.
+func pendingCharges(t *testing.T, base, outcome string) int64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := `tileapi_quota_pending_charges_total{outcome="` + outcome + `"} `
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %s", base, line)
+			}
+			return int64(n)
+		}
+	}
+	return 0
+}
+
+// ledgerQuery is what the usage ledger holds of an identity's limit, in
+// every period it counted.
+const ledgerQuery = `SELECT coalesce(sum(units), 0)::bigint FROM quota_ledger WHERE identity = $1 AND limit_name = $2`
+
+// ledger returns what the usage ledger in the database holds of each
+// key's first limit, a calendar period.
+func (r *rig) ledger(t *testing.T) map[int64]int64 {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, r.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	out := map[int64]int64{}
+	for _, k := range r.keys {
+		var n int64
+		if err := conn.QueryRow(ctx, ledgerQuery, "key:"+strconv.FormatInt(k.id, 10), r.plan.Limits[0].Name).Scan(&n); err != nil {
+			t.Fatalf("the ledger of key %d: %v", k.id, err)
+		}
+		out[k.id] = n
 	}
 	return out
 }
