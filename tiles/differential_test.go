@@ -12,6 +12,7 @@ import (
 
 	"github.com/tileapi/tileapi/dataset"
 	"github.com/tileapi/tileapi/internal/spatialtest"
+	"github.com/tileapi/tileapi/internal/validators/mvtcheck"
 )
 
 // randomTile returns a tile of l at a random zoom in its range: around a
@@ -45,7 +46,8 @@ func randomTile(rng *rand.Rand, l Layer, d *dataset.Dataset, us []dataset.Place)
 // tolerance, such as a county clipped to a thin strip along the buffer's
 // edge. The engines clip, snap, simplify and validate differently at that
 // scale (GEOS and wagyu in PostGIS, orb here), so a sliver may vanish in one
-// and not the other. Slivers are counted and logged.
+// and not the other. Slivers are counted and logged. Every tile of both
+// renderers is also checked for valid polygons, as TestValidTiles does.
 func TestDifferentialTiles(t *testing.T) {
 	ctx := context.Background()
 	r := renderers(t)
@@ -63,6 +65,7 @@ func TestDifferentialTiles(t *testing.T) {
 	for _, l := range Layers() {
 		t.Run(l.Name, func(t *testing.T) {
 			nonEmpty, features, slivers := 0, 0, 0
+			rendered := map[string][]mvtcheck.Tile{}
 			for i := range perLayer {
 				kind, tile := randomTile(rng, l, d, us)
 				name := fmt.Sprintf("tile %d (%s, seed %d) %d/%d/%d", i, kind, seed, tile.Z, tile.X, tile.Y)
@@ -74,6 +77,9 @@ func TestDifferentialTiles(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: memory: %v", name, err)
 				}
+				file := fmt.Sprintf("%s-%d-%d-%d-%d.mvt", l.Name, i, tile.Z, tile.X, tile.Y)
+				rendered["postgis"] = append(rendered["postgis"], mvtcheck.Tile{Name: file, Data: wb})
+				rendered["memory"] = append(rendered["memory"], mvtcheck.Tile{Name: file, Data: gb})
 				want, got := decode(t, l, wb), decode(t, l, gb)
 				if len(want) > 0 {
 					nonEmpty++
@@ -103,6 +109,12 @@ func TestDifferentialTiles(t *testing.T) {
 				perLayer, nonEmpty, features, slivers)
 			if nonEmpty < perLayer/3 {
 				t.Errorf("only %d of %d tiles have features", nonEmpty, perLayer)
+			}
+			if l.kind == "" {
+				return // points: no rings to check
+			}
+			for _, name := range []string{"postgis", "memory"} {
+				t.Run("valid "+name, func(t *testing.T) { checkValid(t, rendered[name], 50) })
 			}
 		})
 	}

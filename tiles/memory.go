@@ -201,7 +201,9 @@ func toTile(p orb.Point, env orb.Bound) orb.Point {
 
 // tilePolygons maps polygons to tile units and drops the rings that
 // collapse on the integer grid; exterior rings are wound with positive area
-// in tile units and holes the other way, as the MVT specification requires.
+// in tile units and holes the other way, and polygons left invalid by
+// clipping, simplification or the grid are repaired, as the MVT
+// specification requires.
 func tilePolygons(mp orb.MultiPolygon, env orb.Bound) orb.MultiPolygon {
 	var out orb.MultiPolygon
 	for _, p := range mp {
@@ -230,7 +232,7 @@ func tilePolygons(mp orb.MultiPolygon, env orb.Bound) orb.MultiPolygon {
 			tp = append(tp, tr)
 		}
 		if len(tp) > 0 {
-			out = append(out, tp)
+			out = append(out, repair(tp)...)
 		}
 	}
 	return out
