@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -159,18 +156,8 @@ func TestServeDemoKeysInDatabase(t *testing.T) {
 	dbURL := spatialtest.Schema(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	getenv := func(k string) string { return env[k] }
-	var out bytes.Buffer
-	if err := run(ctx, []string{"tileapi", "migrate"}, getenv, &out, &out); err != nil {
-		t.Fatal(err)
-	}
-	places := filepath.Join(t.TempDir(), "places.csv")
-	if err := os.WriteFile(places, []byte("geonameid,name,country,admin_code,feature_code,population,lon,lat\n"+
-		"2988507,Paris,FR,11,PPLC,2138551,2.3488,48.85341\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := run(ctx, []string{"tileapi", "load", "-places", places}, getenv, &out, &out); err != nil {
-		t.Fatal(err)
-	}
+	migrate(t, getenv)
+	loadParis(t, getenv)
 	serveArgs := []string{"tileapi", "serve", "-addr", "127.0.0.1:0", "-admin-addr", "none"}
 	for _, tc := range []struct {
 		keys, inDatabase, want string

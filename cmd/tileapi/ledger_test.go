@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,24 +23,9 @@ func TestServeKeepsTheMonthOverARedisRestart(t *testing.T) {
 	redisSrv := testenv.StartRedisServer(t)
 	env := map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": "redis://" + redisSrv.Addr, "TILEAPI_LEDGER_FLUSH": "100ms"}
 	getenv := func(k string) string { return env[k] }
-	var out bytes.Buffer
-	if err := run(ctx, []string{"tileapi", "migrate"}, getenv, &out, &out); err != nil {
-		t.Fatal(err)
-	}
-	places := filepath.Join(t.TempDir(), "places.csv")
-	if err := os.WriteFile(places, []byte("geonameid,name,country,admin_code,feature_code,population,lon,lat\n"+
-		"2988507,Paris,FR,11,PPLC,2138551,2.3488,48.85341\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := run(ctx, []string{"tileapi", "load", "-places", places}, getenv, &out, &out); err != nil {
-		t.Fatal(err)
-	}
-	out.Reset()
-	if err := run(ctx, []string{"tileapi", "keys", "create", "-plan", "free"}, getenv, &out, &out); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	secret := lines[len(lines)-1]
+	migrate(t, getenv)
+	loadParis(t, getenv)
+	secret := createKey(t, getenv, "free")
 
 	in := startServe(t, env)
 	get := func(path string) *http.Response {
