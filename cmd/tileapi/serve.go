@@ -106,7 +106,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	}
 	fs.StringVar(&c.addr, "addr", env("TILEAPI_ADDR", ":8080"), "listen address ($TILEAPI_ADDR)")
 	// Secrets, and URLs that may hold one, print redacted in usage.
-	secretURLVar(fs, &c.redisURL, "redis-url", getenv("REDIS_URL"), "Redis `URL`; redis://host:port/db for one node, redis://host:port?addr=host2:port2&addr=... for a cluster; empty: quotas in process ($REDIS_URL)")
+	secretURLVar(fs, &c.redisURL, "redis-url", getenv("REDIS_URL"), "Redis `URL`; redis://host:port/db for one node, redis://host:port?addr=host2:port2&addr=... for a cluster, redis://sentinel1:26379?master_name=NAME&addr=sentinel2:26379&addr=... for a primary managed by Sentinel; empty: quotas in process ($REDIS_URL)")
 	secretURLVar(fs, &c.tileCacheRedisURL, "tile-cache-redis-url", getenv("TILEAPI_TILE_CACHE_REDIS_URL"), "Redis `URL` of the tile cache alone, which may evict (allkeys-lru suits it); empty: tiles are cached in REDIS_URL, or in process without it ($TILEAPI_TILE_CACHE_REDIS_URL)")
 	secretURLVar(fs, &c.databaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL `URL` with PostGIS; empty: the bundled data in memory ($DATABASE_URL)")
 	secretVar(fs, &c.adminToken, "admin-token", getenv("TILEAPI_ADMIN_TOKEN"), "bearer `token` of the /admin API; empty disables it ($TILEAPI_ADMIN_TOKEN)")
@@ -400,6 +400,9 @@ func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
 // and that never retries a command, which could charge twice.
 // An error names the setting, never the URL, which may hold a password.
 func openRedis(setting, url string) (redis.UniversalClient, error) {
+	if sentinelURL(url) {
+		return openSentinel(setting, url)
+	}
 	if strings.Contains(url, "addr=") {
 		opt, err := redis.ParseClusterURL(trimAddrs(url))
 		if err != nil {

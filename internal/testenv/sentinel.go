@@ -41,7 +41,7 @@ func StartSentinels(tb testing.TB) *Sentinels {
 	s := &Sentinels{Primary: StartRedisServer(tb, "--repl-diskless-sync-delay", "0")}
 	_, primaryPort, _ := strings.Cut(s.Primary.Addr, ":")
 	s.Replica = StartRedisServer(tb, "--replicaof", "127.0.0.1", primaryPort)
-	if err := waitLinked(s.Replica.Addr, 10*time.Second); err != nil {
+	if err := waitLinked(s.Primary.Addr, s.Replica.Addr, 10*time.Second); err != nil {
 		tb.Fatal(err)
 	}
 	// Each Sentinel is told of the others up front (known-sentinel, by
@@ -170,19 +170,28 @@ func (s *Sentinels) poll(timeout time.Duration, ok func(context.Context, *redis.
 }
 
 // waitLinked waits until the replica at addr has its link to its primary
-// up.
-func waitLinked(addr string, timeout time.Duration) error {
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+// up, and acknowledges all the primary sent (WAIT): after a diskless sync
+// a primary may hold back the writes it replicates until the replica's
+// first acknowledgement, up to a second later.
+func waitLinked(primary, replica string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: replica, MaxRetries: -1})
 	defer c.Close()
-	deadline := time.Now().Add(timeout)
 	for {
-		info, _ := c.Info(context.Background(), "replication").Result()
+		info, _ := c.Info(ctx, "replication").Result()
 		if strings.Contains(info, "master_link_status:up") {
-			return nil
+			break
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("testenv: replica %s did not link to its primary", addr)
+		if ctx.Err() != nil {
+			return fmt.Errorf("testenv: replica %s did not link to its primary", replica)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	p := redis.NewClient(&redis.Options{Addr: primary, MaxRetries: -1})
+	defer p.Close()
+	if n, err := p.Wait(ctx, 1, timeout).Result(); err != nil || n != 1 {
+		return fmt.Errorf("testenv: replica %s did not acknowledge its primary: %d acknowledged, %v", replica, n, err)
+	}
+	return nil
 }
