@@ -59,12 +59,11 @@ type Violation struct {
 	// period counted, for a period limit.
 	Limit  quota.Limit
 	Period quota.PeriodKey
-	// Counted is the model's sum: a lower bound of the units in the window
-	// or period with the charge (an upper bound, for Spurious, without it).
+	// Counted is the model's sum of the units in the window or period
+	// with the charge: a lower bound (an upper bound, for Spurious).
 	Counted int64
 	// Bound is what Counted was held to: the limit's maximum, plus for a
-	// period what faults may have lost; for Spurious, the maximum less the
-	// cost.
+	// period what faults may have lost.
 	Bound int64
 	// Reported is what the store reported as used (for Miscount).
 	Reported int64
@@ -83,7 +82,7 @@ func (v Violation) String() string {
 	case Miscount:
 		return s + fmt.Sprintf(": limit %s reported %d used, the model counts at least %d", v.Limit, v.Reported, v.Counted)
 	case Spurious:
-		return s + fmt.Sprintf(": limit %s held at most %d, and %d fit", v.Limit, v.Counted, v.Bound)
+		return s + fmt.Sprintf(": limit %s would have held at most %d with it", v.Limit, v.Counted)
 	}
 	where := ""
 	if v.Limit.Period != quota.Sliding {
@@ -120,6 +119,9 @@ type Report struct {
 	// Violations counts OverWindow and OverPeriod, Miscounts Miscount,
 	// SpuriousDenials Spurious and ClockAnomalies Clock.
 	Violations, Miscounts, SpuriousDenials, ClockAnomalies int
+	// SpuriousInPeriods counts the spurious denials a calendar period
+	// decided (see Check).
+	SpuriousInPeriods int
 	// Examples are the first violations of each kind.
 	Examples []Violation
 	// Ties counts groups of charges of one identity admitted at the same
@@ -143,8 +145,8 @@ func (r Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d charges of %d identities (%d admitted, %d denied, %d unknown, %d failed), %d refunds and settlements (%d made), %d faults\n",
 		r.Charges, r.Identities, r.Admitted, r.Denied, r.Unknown, r.Failed, r.Givebacks, r.Given, r.Faults)
-	fmt.Fprintf(&b, "checked %d windows and %d periods of admitted charges, %d denials: %d over-admissions, %d miscounts, %d spurious denials, %d clock anomalies\n",
-		r.WindowChecks, r.PeriodChecks, r.DenialChecks, r.Violations, r.Miscounts, r.SpuriousDenials, r.ClockAnomalies)
+	fmt.Fprintf(&b, "checked %d windows and %d periods of admitted charges, %d denials: %d over-admissions, %d miscounts, %d spurious denials (%d by a period), %d clock anomalies\n",
+		r.WindowChecks, r.PeriodChecks, r.DenialChecks, r.Violations, r.Miscounts, r.SpuriousDenials, r.SpuriousInPeriods, r.ClockAnomalies)
 	fmt.Fprintf(&b, "%d ties (%d uncertain); %d period checks over the maximum within what faults may lose (at most %d units over)",
 		r.Ties, r.UncertainTies, r.Overshoots, r.OvershootUnits)
 	for _, v := range r.Examples {
@@ -189,10 +191,12 @@ func (r Report) String() string {
 // cost fits in every limit at every such time: the window's charges at
 // their cost but for givebacks answered before the call was sent, those
 // lost only in a fault that ended before it, and every Unknown charge that
-// may have been made in it. After a fault a period's counter may be raised
-// above the model by refunds not yet in the durable copy, so a period may
-// deny what the model would not; a deny cache denies what a refund through
-// another server freed (quota.DenyCache). Neither is a violation.
+// may have been made in it. A period's counter restored or raised from a
+// durable copy (internal/ledger) may count refunds that other servers had
+// not yet written to it, for the rest of the period, so a period may deny
+// what the model would not (SpuriousInPeriods); a deny cache denies what a
+// refund through another server freed (quota.DenyCache). Neither is a
+// violation.
 func Check(h History, opt Options) Report {
 	if opt.Examples <= 0 {
 		opt.Examples = 5
@@ -217,8 +221,7 @@ type checker struct {
 	// refs are, by charge ID, the series an admitted charge is in (its
 	// identity's and its periods') and its place there.
 	refs    [][]ref
-	faults  map[string][]fault // by identity, "" for every identity
-	unknown map[string][]Charge
+	unknown map[string][]int // IDs, by the time they were sent
 }
 
 type periodID struct {
@@ -246,11 +249,11 @@ func newChecker(h History, opt Options) *checker {
 	c := &checker{
 		h: h, opt: opt, skew: opt.Skew.Microseconds(), shown: map[Kind]int{},
 		identities: map[string]*series{}, periods: map[periodID]*series{},
-		refs: make([][]ref, len(h.Charges)), faults: map[string][]fault{}, unknown: map[string][]Charge{},
+		refs: make([][]ref, len(h.Charges)), unknown: map[string][]int{},
 	}
 	r := &c.report
 	r.Charges, r.Givebacks, r.Faults = len(h.Charges), len(h.Givebacks), len(h.Faults)
-	members := map[*series][]Charge{}
+	members := map[*series][]int{}
 	for _, ch := range h.Charges {
 		switch ch.Outcome {
 		case Made:
@@ -260,7 +263,7 @@ func newChecker(h History, opt Options) *checker {
 				s = &series{}
 				c.identities[ch.Identity] = s
 			}
-			members[s] = append(members[s], ch)
+			members[s] = append(members[s], ch.ID)
 			for _, p := range ch.Periods {
 				id := periodID{ch.Identity, p.Limit, p.Start.UnixMicro()}
 				ps := c.periods[id]
@@ -268,11 +271,11 @@ func newChecker(h History, opt Options) *checker {
 					ps = &series{}
 					c.periods[id] = ps
 				}
-				members[ps] = append(members[ps], ch)
+				members[ps] = append(members[ps], ch.ID)
 			}
 		case Unknown:
 			r.Unknown++
-			c.unknown[ch.Identity] = append(c.unknown[ch.Identity], ch)
+			c.unknown[ch.Identity] = append(c.unknown[ch.Identity], ch.ID)
 		case NotMade:
 			if ch.Used != nil {
 				r.Denied++
@@ -281,14 +284,15 @@ func newChecker(h History, opt Options) *checker {
 			}
 		}
 	}
-	for s, chs := range members {
-		slices.SortFunc(chs, func(a, b Charge) int {
-			return cmp.Or(cmp.Compare(a.At.UnixMicro(), b.At.UnixMicro()), cmp.Compare(a.ID, b.ID))
+	for s, ids := range members {
+		slices.SortFunc(ids, func(a, b int) int {
+			return cmp.Or(cmp.Compare(h.Charges[a].At.UnixMicro(), h.Charges[b].At.UnixMicro()), cmp.Compare(a, b))
 		})
-		costs := make([]int64, len(chs))
-		s.orig = make([]int64, len(chs)+1)
-		for i, ch := range chs {
-			s.at = append(s.at, ch.At.UnixMicro())
+		costs := make([]int64, len(ids))
+		s.at, s.orig = make([]int64, len(ids)), make([]int64, len(ids)+1)
+		for i, id := range ids {
+			ch := &h.Charges[id]
+			s.at[i] = ch.At.UnixMicro()
 			costs[i] = ch.Cost
 			s.orig[i+1] = s.orig[i] + ch.Cost
 			c.refs[ch.ID] = append(c.refs[ch.ID], ref{s, i})
@@ -306,7 +310,7 @@ func newChecker(h History, opt Options) *checker {
 		}
 	}
 	for _, u := range c.unknown {
-		slices.SortFunc(u, func(a, b Charge) int { return a.Sent.Compare(b.Sent) })
+		slices.SortFunc(u, func(a, b int) int { return h.Charges[a].Sent.Compare(h.Charges[b].Sent) })
 	}
 	return c
 }
@@ -545,17 +549,19 @@ func (c *checker) measure(ch Charge, t, cut int64, fs []fault) []limitCheck {
 
 // checkDenials judges each denial on upper bounds (see Check).
 func (c *checker) checkDenials() {
-	var ds []Charge
+	var ds []int
 	for _, ch := range c.h.Charges {
 		if ch.Outcome == NotMade && ch.Used != nil {
-			ds = append(ds, ch)
+			ds = append(ds, ch.ID)
 		}
 	}
-	slices.SortFunc(ds, func(a, b Charge) int { return a.Sent.Compare(b.Sent) })
+	chs := c.h.Charges
+	slices.SortFunc(ds, func(a, b int) int { return chs[a].Sent.Compare(chs[b].Sent) })
 	ls := c.lowerings(true)
 	ub := func(s *series) fenwick { return s.ub }
 	faults := map[string][]fault{}
-	for _, d := range ds {
+	for _, id := range ds {
+		d := &chs[id]
 		from, to := d.Sent.UnixMicro()-c.skew, d.Answered.UnixMicro()+c.skew
 		for len(ls) > 0 && ls[0].at < from {
 			c.lower(ls[0], ub)
@@ -571,7 +577,7 @@ func (c *checker) checkDenials() {
 	}
 }
 
-func (c *checker) judgeDenial(d Charge, from, to int64, fs []fault) {
+func (c *checker) judgeDenial(d *Charge, from, to int64, fs []fault) {
 	// What a fault over before the call lost, the store no longer counts.
 	cut := int64(-1 << 62)
 	for _, f := range fs {
@@ -604,11 +610,14 @@ func (c *checker) judgeDenial(d Charge, from, to int64, fs []fault) {
 		if used+d.Cost > l.Max {
 			return
 		}
-		if tightest == nil || l.Max-d.Cost-used < tightest.Bound-tightest.Counted {
-			tightest = &Violation{Kind: Spurious, Charge: d, Limit: l, Counted: used, Bound: l.Max - d.Cost}
+		if tightest == nil || l.Max-used < tightest.Bound-tightest.Counted {
+			tightest = &Violation{Kind: Spurious, Charge: *d, Limit: l, Counted: used + d.Cost, Bound: l.Max}
 		}
 	}
 	if tightest != nil {
+		if b := d.Binding; b < len(d.Plan.Limits) && d.Plan.Limits[b].Period != quota.Sliding {
+			c.report.SpuriousInPeriods++
+		}
 		c.add(*tightest)
 	}
 }
@@ -617,7 +626,8 @@ func (c *checker) judgeDenial(d Charge, from, to int64, fs []fault) {
 // made in (since, to].
 func (c *checker) unknownIn(identity string, since, to int64) int64 {
 	var sum int64
-	for _, u := range c.unknown[identity] {
+	for _, id := range c.unknown[identity] {
+		u := &c.h.Charges[id]
 		if u.Sent.UnixMicro()-c.skew > to {
 			break
 		}

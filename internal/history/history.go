@@ -94,8 +94,11 @@ type Charge struct {
 	// (quota.Receipt.Periods), in the plan's order of its period limits.
 	Periods []quota.PeriodKey
 	// Used is the usage of each limit of the plan the decision reported,
-	// in plan order (quota.LimitState.Used).
-	Used []int64
+	// in plan order (quota.LimitState.Used), and Binding the index of the
+	// limit that decided (quota.Decision.Binding); nil and 0 without a
+	// decision.
+	Used    []int64
+	Binding int
 	// Sent and Answered are the recorder's clock just before the call and
 	// just after its answer.
 	Sent, Answered time.Time

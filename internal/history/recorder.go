@@ -42,14 +42,16 @@ func (r *Recorder) fault(f Fault) {
 	r.h.Faults = append(r.h.Faults, f)
 }
 
-// History returns a copy of what was recorded so far.
+// History returns what was recorded so far. The recorder only appends to
+// its history, so it may go on recording while the one returned is read;
+// do not modify its events.
 func (r *Recorder) History() History {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return History{
-		Charges:   slices.Clone(r.h.Charges),
-		Givebacks: slices.Clone(r.h.Givebacks),
-		Faults:    slices.Clone(r.h.Faults),
+		Charges:   slices.Clip(r.h.Charges),
+		Givebacks: slices.Clip(r.h.Givebacks),
+		Faults:    slices.Clip(r.h.Faults),
 	}
 }
 
@@ -102,7 +104,7 @@ func (s *recorded) Charge(ctx context.Context, identity string, plan quota.Plan,
 		c.MadeBy, _ = ctx.Deadline()
 	}
 	if err == nil {
-		c.Used = make([]int64, len(d.Limits))
+		c.Used, c.Binding = make([]int64, len(d.Limits)), d.Binding
 		for i, l := range d.Limits {
 			c.Used[i] = l.Used
 		}
