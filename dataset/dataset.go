@@ -254,7 +254,9 @@ func parsePlace(rec []string) (Place, error) {
 
 // ReadFences parses a GeoJSON FeatureCollection of Polygon and MultiPolygon
 // features with a "name" property into fences of the given kind, sorted by
-// ID. Polygons that cross the antimeridian are cut into a part on each side.
+// ID. Polygons that cross the antimeridian are cut into a part on each side;
+// rings are wound as RFC 7946 wants (exteriors counter-clockwise, holes
+// clockwise) and those of no area are dropped.
 // For counties the feature id is the FIPS code; for countries it is the
 // ISO code, kept in Code, and the ID is given by name (see Fence).
 func ReadFences(r io.Reader, kind Kind) ([]Fence, error) {
@@ -299,11 +301,17 @@ func parseFence(f *geojson.Feature, kind Kind) (Fence, error) {
 	}
 	switch g := f.Geometry.(type) {
 	case orb.Polygon:
-		fence.Geometry = splitAntimeridian(orb.MultiPolygon{g})
+		fence.Geometry = rightHanded(splitAntimeridian(orb.MultiPolygon{g}))
 	case orb.MultiPolygon:
-		fence.Geometry = splitAntimeridian(g)
+		fence.Geometry = rightHanded(splitAntimeridian(g))
 	default:
 		return fence, fmt.Errorf("%s: geometry is %T, want a polygon", fence.Name, f.Geometry)
+	}
+	if len(fence.Geometry) == 0 {
+		// No polygon has an area (Falls Church, Virginia, quantized into a
+		// line in the counties file): the fence is kept, with an empty
+		// geometry, and contains no point.
+		fence.Geometry = orb.MultiPolygon{}
 	}
 	code, _ := f.ID.(string)
 	fence.Code = code

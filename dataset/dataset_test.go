@@ -10,6 +10,7 @@ import (
 	"github.com/paulmach/orb/planar"
 
 	"github.com/tileapi/tileapi/dataset"
+	"github.com/tileapi/tileapi/internal/validators/geojsoncheck"
 )
 
 func TestLoad(t *testing.T) {
@@ -102,6 +103,29 @@ func TestAntimeridian(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRightHanded checks every ring of every fence as RFC 7946 wants it:
+// exteriors counter-clockwise, holes clockwise, none of no area, positions
+// in range (issue 21: all were clockwise, and the antimeridian cut left
+// slivers of no area beside Antarctica).
+func TestRightHanded(t *testing.T) {
+	d, err := dataset.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rings, defects := 0, 0
+	for _, f := range d.Fences {
+		for _, p := range f.Geometry {
+			rings += len(p)
+		}
+		for _, msg := range geojsoncheck.Polygons(f.Geometry) {
+			if defects++; defects <= 10 {
+				t.Errorf("%s %d %s: %s", f.Kind, f.ID, f.Name, msg)
+			}
+		}
+	}
+	t.Logf("%d fences, %d rings, %d defects", len(d.Fences), rings, defects)
 }
 
 func TestLoadFrom(t *testing.T) {

@@ -36,7 +36,8 @@ func randomPoint(rng *rand.Rand, places []dataset.Place) (string, orb.Point) {
 }
 
 // TestDifferentialWithin runs random radius queries against both backends
-// and requires the same places, except those within 0.5% of the radius
+// and requires each answer nearest first by its own distances, and the same
+// places, except those within 0.5% of the radius
 // from the boundary, where sphere and spheroid distances may disagree, and
 // beyond the last place of a list cut by its limit.
 func TestDifferentialWithin(t *testing.T) {
@@ -72,6 +73,8 @@ func TestDifferentialWithin(t *testing.T) {
 		if len(want) > 0 {
 			nonEmpty++
 		}
+		checkNearestFirst(t, name+": postgis", want)
+		checkNearestFirst(t, name+": memory", got)
 		boundary += compareWithin(t, name, q, want, got)
 	}
 	t.Logf("%d queries (%v), %d with places, %d places within 0.5%% of the boundary found by one backend only",
@@ -81,23 +84,36 @@ func TestDifferentialWithin(t *testing.T) {
 	}
 }
 
+// checkNearestFirst reports the places of ns that come before a nearer one,
+// by the distances ns gives, or an equally near one of a lower id.
+func checkNearestFirst(t *testing.T, name string, ns []Near) {
+	t.Helper()
+	for i := 1; i < len(ns); i++ {
+		a, b := ns[i-1], ns[i]
+		if a.Distance > b.Distance || a.Distance == b.Distance && a.ID > b.ID {
+			t.Errorf("%s: %d at %.3f m before %d at %.3f m", name, a.ID, a.Distance, b.ID, b.Distance)
+		}
+	}
+}
+
 // compareWithin reports the differences between the two lists beyond the
 // tolerance, and returns how many it tolerated.
 func compareWithin(t *testing.T, name string, q WithinQuery, want, got []Near) int {
 	t.Helper()
-	c := orb.Point{q.Lng, q.Lat}
 	// Where a list is cut by the limit, only places nearer than the last
-	// place of both lists must agree.
+	// place of both lists must agree, by more than the backends' distances
+	// may differ.
 	cut := math.Inf(1)
 	for _, ns := range [][]Near{want, got} {
 		if len(ns) == q.Limit {
-			cut = min(cut, sphereAngle(c, ns[len(ns)-1].Point)*(1-1e-9))
+			last := ns[len(ns)-1].Distance
+			cut = min(cut, last-2*(1e-4*last+0.01))
 		}
 	}
 	index := func(ns []Near) map[int64]Near {
 		m := map[int64]Near{}
 		for _, n := range ns {
-			if sphereAngle(c, n.Point) < cut {
+			if n.Distance < cut {
 				m[n.ID] = n
 			}
 		}

@@ -26,12 +26,6 @@ func centralAngle(lat1, lng1, lat2, lng2 float64) float64 {
 	return 2 * math.Asin(math.Sqrt(min(s, 1)))
 }
 
-// sphereAngle orders points as PostGIS orders geography by <->: by distance
-// on a sphere.
-func sphereAngle(p, q orb.Point) float64 {
-	return centralAngle(radians(p[1]), radians(p[0]), radians(q[1]), radians(q[0]))
-}
-
 // spheroidDistance is the geodesic distance in metres between two lon/lat
 // points on the WGS84 ellipsoid, by Lambert's formula: within a metre of the
 // exact geodesic up to thousands of kilometres, and within millimetres at

@@ -16,8 +16,9 @@ import (
 
 // Memory answers queries from a dataset held in memory, through R-trees over
 // the places and over each polygon of the fences. Distances are geodesic on
-// the WGS84 ellipsoid and the order is PostGIS's (sphere distance, then id),
-// so its answers match PostGIS's.
+// the WGS84 ellipsoid and the order is PostGIS's (that distance, then id),
+// so its answers match PostGIS's. Its geometries are the dataset's, which
+// winds them as RFC 7946 wants.
 type Memory struct {
 	places    []dataset.Place
 	placeTree rtree.RTreeGN[float64, int32]
@@ -55,28 +56,20 @@ func (m *Memory) Within(ctx context.Context, q WithinQuery) ([]Near, error) {
 		return nil, fmt.Errorf("geofence: within: %w", err)
 	}
 	c := orb.Point{q.Lng, q.Lat}
-	type hit struct {
-		near  Near
-		angle float64
-	}
-	var hits []hit
+	var ns []Near
 	for _, b := range searchBounds(c, q.Radius) {
 		m.placeTree.Search(b.Min, b.Max, func(_, _ [2]float64, i int32) bool {
 			p := m.places[i]
 			if d := spheroidDistance(c, p.Point); d <= q.Radius {
-				hits = append(hits, hit{Near{Place: p, Distance: d}, sphereAngle(c, p.Point)})
+				ns = append(ns, Near{Place: p, Distance: d})
 			}
 			return true
 		})
 	}
-	slices.SortFunc(hits, func(a, b hit) int {
-		return cmp.Or(cmp.Compare(a.angle, b.angle), cmp.Compare(a.near.ID, b.near.ID))
+	slices.SortFunc(ns, func(a, b Near) int {
+		return cmp.Or(cmp.Compare(a.Distance, b.Distance), cmp.Compare(a.ID, b.ID))
 	})
-	ns := make([]Near, min(len(hits), q.Limit))
-	for i := range ns {
-		ns[i] = hits[i].near
-	}
-	return ns, nil
+	return ns[:min(len(ns), q.Limit)], nil
 }
 
 // Contains returns the fences that contain q's point, countries first, then

@@ -36,8 +36,10 @@ func NewPostGIS(pool *pgxpool.Pool, timeout time.Duration) *PostGIS {
 }
 
 // withinSQL filters with ST_DWithin on geography (spheroid), which the
-// expression index places_geog_idx serves, and orders by the index's KNN
-// distance (<-> on geography is on the sphere); ties go to the lower id.
+// expression index places_geog_idx serves, and orders by the distance it
+// returns, on the spheroid too, nearest first; ties go to the lower id. (KNN,
+// <-> on geography, is a distance on the sphere: up to 0.3% off the
+// spheroid's, enough to put places out of the order of their own distances.)
 // $1 lng, $2 lat, $3 radius in metres, $4 limit.
 const withinSQL = `
 SELECT id, name, country, admin_code, feature_code, population,
@@ -45,7 +47,7 @@ SELECT id, name, country, admin_code, feature_code, population,
        ST_Distance(geom::geography, ST_MakePoint($1, $2)::geography) AS distance
 FROM places
 WHERE ST_DWithin(geom::geography, ST_MakePoint($1, $2)::geography, $3)
-ORDER BY geom::geography <-> ST_MakePoint($1, $2)::geography, id
+ORDER BY distance, id
 LIMIT $4`
 
 type nearRow struct {
@@ -86,10 +88,12 @@ func (s *PostGIS) Within(ctx context.Context, q WithinQuery) ([]Near, error) {
 
 // containsSQL finds the fences whose polygons cover the point, boundary
 // included, through the GiST index on geom; countries come before counties.
+// Geometries are wound as RFC 7946 wants (exterior rings counter-clockwise,
+// holes clockwise), whatever the table holds.
 // $1 lng, $2 lat, $3 whether to return the geometry as WKB.
 const containsSQL = `
 SELECT kind, id, name, coalesce(code, '') AS code,
-       CASE WHEN $3::boolean THEN ST_AsBinary(geom) END AS wkb
+       CASE WHEN $3::boolean THEN ST_AsBinary(ST_ForcePolygonCCW(geom)) END AS wkb
 FROM fences
 WHERE ST_Intersects(geom, ST_SetSRID(ST_MakePoint($1, $2), 4326))
 ORDER BY kind, id`
