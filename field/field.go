@@ -29,18 +29,22 @@ func Invalid(name, format string, args ...any) *Error {
 
 // What Float and Int accept, as their errors say it.
 const (
-	decimalForm = "a plain decimal number such as -73.98"
+	decimalForm = "a number as JSON writes one, such as -73.98 or 1e-7"
 	wholeForm   = "a plain whole number such as 12"
 )
 
-// Float reads s, the value of the named field, as a plain decimal number:
-// an optional '-', digits with no superfluous leading zero, and an optional
-// '.' followed by digits. Anything else strconv.ParseFloat would take ("+1",
-// "1_0", "0x1p1", "1e3", ".5", "inf", "NaN") is refused, so what a client
-// sent is what it meant, and a typo is an error rather than another number.
-// The error is an *Error naming the field.
+// Float reads s, the value of the named field, as a number in JSON's
+// grammar (RFC 8259 section 6), which is also how JavaScript's String
+// writes one: an optional '-', digits with no superfluous leading zero, an
+// optional '.' followed by digits, and an optional exponent ('e' or 'E', a
+// sign, digits), so "-73.98", "1e-7" and "1E1" are numbers. What
+// strconv.ParseFloat takes beyond it ("+1", "1_0", "0x1p1", ".5", "5.",
+// "01", "inf", "NaN") is refused, so what a client sent is what it meant,
+// and a typo is an error rather than another number. A number below the
+// smallest float64 reads as zero; one beyond the largest is refused. The
+// error is an *Error naming the field.
 func Float(name, s string) (float64, error) {
-	if !isDecimal(s) {
+	if !isJSONNumber(s) {
 		return 0, syntaxError(name, s, decimalForm)
 	}
 	v, err := strconv.ParseFloat(s, 64)
@@ -71,10 +75,26 @@ func syntaxError(name, s, form string) *Error {
 	return Invalid(name, "must be %s", form)
 }
 
-// isDecimal reports whether s is -?(0|[1-9][0-9]*)(\.[0-9]+)?.
-func isDecimal(s string) bool {
-	whole, frac, dot := strings.Cut(strings.TrimPrefix(s, "-"), ".")
-	return isNatural(whole) && (!dot || frac != "" && isDigits(frac))
+// isJSONNumber reports whether s is -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?.
+func isJSONNumber(s string) bool {
+	mantissa, exp, hasExp := cutAny(strings.TrimPrefix(s, "-"), "eE")
+	whole, frac, dot := strings.Cut(mantissa, ".")
+	if !isNatural(whole) || dot && (frac == "" || !isDigits(frac)) {
+		return false
+	}
+	if !hasExp {
+		return true
+	}
+	exp = strings.TrimLeft(exp[:min(len(exp), 1)], "+-") + exp[min(len(exp), 1):]
+	return exp != "" && isDigits(exp)
+}
+
+// cutAny slices s around the first byte of any of chars, as strings.Cut.
+func cutAny(s, chars string) (before, after string, found bool) {
+	if i := strings.IndexAny(s, chars); i >= 0 {
+		return s[:i], s[i+1:], true
+	}
+	return s, "", false
 }
 
 // isNatural reports whether s is 0|[1-9][0-9]*.

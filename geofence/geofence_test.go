@@ -47,7 +47,7 @@ func TestParseWithin(t *testing.T) {
 		{name: "limit zero", lng: "0", lat: "0", radius: "1", limit: "0", field: "limit"},
 		{name: "limit over max", lng: "0", lat: "0", radius: "1", limit: "1001", field: "limit"},
 		{name: "limit not an integer", lng: "0", lat: "0", radius: "1", limit: "2.5", field: "limit"},
-		// Plain decimal only: what strconv would also have read.
+		// JSON's numbers only: what strconv would also have read.
 		{name: "negative zero", lng: "-0", lat: "-0.0", radius: "0.5", limit: "1000", want: WithinQuery{0, 0, 0.5, 1000}},
 		{name: "lng with underscore", lng: "1_0", lat: "0", radius: "1", field: "lng"},
 		{name: "lng with leading zero", lng: "010", lat: "0", radius: "1", field: "lng"},
@@ -55,7 +55,9 @@ func TestParseWithin(t *testing.T) {
 		{name: "lat with space", lng: "0", lat: " 1", radius: "1", field: "lat"},
 		{name: "lat without integer part", lng: "0", lat: ".5", radius: "1", field: "lat"},
 		{name: "radius hex float", lng: "0", lat: "0", radius: "0x1p1", field: "radius"},
-		{name: "radius exponent", lng: "0", lat: "0", radius: "1e3", field: "radius"},
+		{name: "radius exponent", lng: "0", lat: "0", radius: "1e3", limit: "1000", want: WithinQuery{0, 0, 1000, 1000}},
+		{name: "radius exponent without digits", lng: "0", lat: "0", radius: "1e", field: "radius"},
+		{name: "lng as JavaScript writes 0.0000001", lng: "1e-7", lat: "1E1", radius: "1", limit: "1000", want: WithinQuery{1e-7, 10, 1, 1000}},
 		{name: "radius trailing dot", lng: "0", lat: "0", radius: "5.", field: "radius"},
 		{name: "radius inf", lng: "0", lat: "0", radius: "inf", field: "radius"},
 		{name: "limit leading zero", lng: "0", lat: "0", radius: "1", limit: "01", field: "limit"},

@@ -413,7 +413,8 @@ func TestStrictNumbers(t *testing.T) {
 	for _, tc := range []struct{ target, field string }{
 		{"/v1/geofence/within?lng=1_0&lat=0&radius=10", "lng"},
 		{"/v1/geofence/within?lng=0&lat=0&radius=0x1p1", "radius"},
-		{"/v1/geofence/within?lng=0&lat=0&radius=1e3", "radius"},
+		{"/v1/geofence/within?lng=0&lat=0&radius=1e", "radius"},
+		{"/v1/geofence/within?lng=0&lat=0&radius=1.e3", "radius"},
 		{"/v1/geofence/within?lng=0&lat=%2B1&radius=10", "lat"},
 		{"/v1/geofence/within?lng=0&lat=0&radius=10&limit=01", "limit"},
 		{"/v1/geofence/contains?lng=.5&lat=0", "lng"},
