@@ -17,7 +17,9 @@ import (
 )
 
 // clients is how many requests are in flight at once, spread over the
-// rig's servers and keys.
+// rig's servers and keys, unless the fault says otherwise: client i sends
+// its requests to server i mod servers, charged to key (i / servers) mod
+// keys, so that every key is charged on every server.
 const clients = 8
 
 // result is one response as a client saw it.
@@ -110,12 +112,12 @@ func randomPath(rnd *rand.Rand) string {
 	return fmt.Sprintf("/v1/tiles/%s/%d/%d/%d.mvt", layer, t[1], t[2]+rnd.IntN(2), t[3]+rnd.IntN(2))
 }
 
-// newHTTPClient keeps a connection per client. Its timeout is several
-// times any budget, so that a stalled request shows as a long one, but does
-// not hold up the suite.
-func newHTTPClient() *http.Client {
+// newHTTPClient keeps a connection per client of n. Its timeout is
+// several times any budget, so that a stalled request shows as a long one,
+// but does not hold up the suite.
+func newHTTPClient(n int) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = clients
+	t.MaxIdleConnsPerHost = n
 	return &http.Client{Transport: t, Timeout: 5 * time.Second}
 }
 
@@ -124,15 +126,18 @@ func newHTTPClient() *http.Client {
 func drive(t *testing.T, hc *http.Client, r *rig) (stop func() []result) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	out := make([][]result, clients)
+	out := make([][]result, r.clients)
 	var wg sync.WaitGroup
-	for i := range clients {
+	for i := range r.clients {
 		wg.Go(func() {
 			rnd := rand.New(rand.NewPCG(uint64(i), 10))
-			key := i % len(r.keys)
+			key := i / len(r.urls) % len(r.keys)
 			for n := 0; ctx.Err() == nil; n++ {
-				res := get(hc, r.urls[i%len(r.urls)], randomPath(rnd), r.keys[key].secret, fmt.Sprintf("c%d-%d", i, n))
+				res := get(hc, r.server(i), randomPath(rnd), r.keys[key].secret, fmt.Sprintf("c%d-%d", i, n))
 				res.key = key
+				if res.outcome() == charged {
+					r.charged[key].Add(res.cost)
+				}
 				out[i] = append(out[i], res)
 			}
 		})

@@ -240,11 +240,11 @@ func (r *rig) server(i int) string {
 	return r.urls[i%len(r.urls)]
 }
 
-// kill ends server i with SIGKILL under load, and sends its clients to the
-// others from then on.
+// kill ends server i with SIGKILL under load: its requests in flight get
+// no answer, and its clients go to the others from then on.
 func (r *rig) kill(i int) {
-	r.servers[i].Kill()
 	r.dead[i].Store(true)
+	r.servers[i].Kill()
 }
 
 func startProxy(t *testing.T, target string) *faultproxy.Proxy {

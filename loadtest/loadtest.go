@@ -19,10 +19,12 @@ import (
 	"time"
 )
 
-// Limit is one limit of a plan, as GET /v1/quota reports it.
+// Limit is one limit of a plan, as GET /v1/quota reports it: a sliding
+// Window, or a calendar Period ("day", "month") without one.
 type Limit struct {
 	Name   string        `json:"name"`
 	Window time.Duration `json:"window"`
+	Period string        `json:"period,omitempty"`
 	Max    int64         `json:"max"`
 }
 

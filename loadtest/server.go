@@ -46,7 +46,11 @@ func WritePlans(dir string, ps ...Plan) (string, error) {
 	for _, p := range ps {
 		fp := plans.FilePlan{Name: p.Name, MaxRadius: p.MaxRadius, MaxInFlight: p.MaxInFlight}
 		for _, l := range p.Limits {
-			fp.Limits = append(fp.Limits, plans.FileLimit{Name: l.Name, Max: l.Max, Window: l.Window.String()})
+			fl := plans.FileLimit{Name: l.Name, Max: l.Max, Period: l.Period}
+			if l.Period == "" {
+				fl.Window = l.Window.String()
+			}
+			fp.Limits = append(fp.Limits, fl)
 		}
 		f.Plans = append(f.Plans, fp)
 	}
@@ -63,7 +67,8 @@ type Instance struct {
 	URL      string
 	AdminURL string // its admin listener: the admin API, /readyz in full
 	cmd      *exec.Cmd
-	exited   chan error // receives the process's exit, once
+	exited   chan struct{} // closed when the process has exited
+	waitErr  error         // how it exited, once exited is closed
 }
 
 // Start runs `bin serve` on a free loopback port, and its admin listener
@@ -122,16 +127,16 @@ func startProcess(ctx context.Context, cmd *exec.Cmd, url, health string, logs i
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("loadtest: start %s: %w", bin, err)
 	}
-	in := &Instance{URL: url, cmd: cmd, exited: make(chan error, 1)}
-	go func() { in.exited <- cmd.Wait() }()
+	in := &Instance{URL: url, cmd: cmd, exited: make(chan struct{})}
+	go func() { in.waitErr = cmd.Wait(); close(in.exited) }()
 	hc := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
-		case err := <-in.exited:
-			return nil, fmt.Errorf("loadtest: %s exited before it was healthy: %v", bin, err)
+		case <-in.exited:
+			return nil, fmt.Errorf("loadtest: %s exited before it was healthy: %v", bin, in.waitErr)
 		case <-ctx.Done():
-			in.kill()
+			in.Kill()
 			return nil, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
@@ -142,7 +147,7 @@ func startProcess(ctx context.Context, cmd *exec.Cmd, url, health string, logs i
 			}
 		}
 		if time.Now().After(deadline) {
-			in.kill()
+			in.Kill()
 			return nil, fmt.Errorf("loadtest: %s not healthy after 60 s", in.URL)
 		}
 	}
@@ -152,19 +157,22 @@ func startProcess(ctx context.Context, cmd *exec.Cmd, url, health string, logs i
 func (in *Instance) Stop() error {
 	_ = in.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-in.exited:
+	case <-in.exited:
 		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return fmt.Errorf("loadtest: %s: %w", in.URL, err)
+		if errors.As(in.waitErr, &ee) {
+			return fmt.Errorf("loadtest: %s: %w", in.URL, in.waitErr)
 		}
 		return nil
 	case <-time.After(15 * time.Second):
-		in.kill()
+		in.Kill()
 		return fmt.Errorf("loadtest: %s did not stop within 15 s; killed", in.URL)
 	}
 }
 
-func (in *Instance) kill() {
+// Kill ends the process with SIGKILL, as a crash would: it answers
+// nothing more and releases nothing it holds. It returns once the process
+// has exited.
+func (in *Instance) Kill() {
 	_ = in.cmd.Process.Kill()
 	<-in.exited
 }
