@@ -254,7 +254,8 @@ func newChecker(h History, opt Options) *checker {
 	r := &c.report
 	r.Charges, r.Givebacks, r.Faults = len(h.Charges), len(h.Givebacks), len(h.Faults)
 	members := map[*series][]int{}
-	for _, ch := range h.Charges {
+	for id := range h.Charges {
+		ch := &h.Charges[id]
 		switch ch.Outcome {
 		case Made:
 			r.Admitted++
@@ -263,19 +264,19 @@ func newChecker(h History, opt Options) *checker {
 				s = &series{}
 				c.identities[ch.Identity] = s
 			}
-			members[s] = append(members[s], ch.ID)
+			members[s] = append(members[s], id)
 			for _, p := range ch.Periods {
-				id := periodID{ch.Identity, p.Limit, p.Start.UnixMicro()}
-				ps := c.periods[id]
+				key := periodID{ch.Identity, p.Limit, p.Start.UnixMicro()}
+				ps := c.periods[key]
 				if ps == nil {
 					ps = &series{}
-					c.periods[id] = ps
+					c.periods[key] = ps
 				}
-				members[ps] = append(members[ps], ch.ID)
+				members[ps] = append(members[ps], id)
 			}
 		case Unknown:
 			r.Unknown++
-			c.unknown[ch.Identity] = append(c.unknown[ch.Identity], ch.ID)
+			c.unknown[ch.Identity] = append(c.unknown[ch.Identity], id)
 		case NotMade:
 			if ch.Used != nil {
 				r.Denied++
@@ -295,7 +296,7 @@ func newChecker(h History, opt Options) *checker {
 			s.at[i] = ch.At.UnixMicro()
 			costs[i] = ch.Cost
 			s.orig[i+1] = s.orig[i] + ch.Cost
-			c.refs[ch.ID] = append(c.refs[ch.ID], ref{s, i})
+			c.refs[id] = append(c.refs[id], ref{s, i})
 		}
 		s.lb, s.ub = newFenwick(costs), newFenwick(costs)
 	}
@@ -550,9 +551,9 @@ func (c *checker) measure(ch Charge, t, cut int64, fs []fault) []limitCheck {
 // checkDenials judges each denial on upper bounds (see Check).
 func (c *checker) checkDenials() {
 	var ds []int
-	for _, ch := range c.h.Charges {
+	for id, ch := range c.h.Charges {
 		if ch.Outcome == NotMade && ch.Used != nil {
-			ds = append(ds, ch.ID)
+			ds = append(ds, id)
 		}
 	}
 	chs := c.h.Charges
