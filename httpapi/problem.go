@@ -200,6 +200,12 @@ func (e *overPlanError) problem() *problem {
 
 // writeProblem writes p as application/problem+json.
 func writeProblem(w http.ResponseWriter, p *problem) {
+	// A 401 says how to authenticate (RFC 9110 section 11.6.1): the API key
+	// as a bearer token, or in X-API-Key. The admin API sets its own.
+	if p.Status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+		w.Header().Add("WWW-Authenticate", `Bearer realm="tileapi"`)
+		w.Header().Add("WWW-Authenticate", `APIKey realm="tileapi", header="X-API-Key"`)
+	}
 	if p.RetryAfterMS > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(ceilDiv(p.RetryAfterMS, 1000), 10))
 	}

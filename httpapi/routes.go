@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -31,10 +32,28 @@ func (s *Server) newRouter() chi.Router {
 	// makes its ETag and length.
 	r.Use(middleware.GetHead)
 	r.NotFound(handleNotFound)
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+	// A 405 says which methods the resource has (RFC 9110 section 15.5.6),
+	// as chi's own answer does; chi hands a handler of our own no list.
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", strings.Join(allowedMethods(r, req.URL.Path), ", "))
 		writeProblem(w, problemFor(errMethodNotAllowed))
 	})
 	return r
+}
+
+// allowedMethods returns the methods r routes path for: HEAD with GET
+// (middleware.GetHead serves it).
+func allowedMethods(r chi.Router, path string) []string {
+	var ms []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if r.Match(chi.NewRouteContext(), m, path) {
+			ms = append(ms, m)
+			if m == http.MethodGet {
+				ms = append(ms, http.MethodHead)
+			}
+		}
+	}
+	return ms
 }
 
 // routes declares every route of the public listener.
