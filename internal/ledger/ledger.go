@@ -13,9 +13,11 @@
 //
 // What can still be lost is what no server had written when Redis lost it:
 // at most one flush interval of each server's charges (and a batch it was
-// retrying), and of a server that dies, what it held unwritten. A raise
-// can count too much by the refunds other servers hold unwritten, never
-// too little.
+// retrying), and of a server that dies, what it held unwritten. The other
+// way, a restore or a raise counts too much by the refunds and settlements
+// other servers held unwritten when Redis lost them (they were made in the
+// Redis that was lost, and a counter is never lowered), for the rest of
+// the period: the customer loses those units, nothing is served over.
 package ledger
 
 import (
