@@ -145,7 +145,8 @@ func TestFailoverUnderLoad(t *testing.T) {
 			// and noting when each was admitted and when each failed.
 			var (
 				admitted         atomic.Int64
-				slowest          atomic.Int64 // the longest a failed charge took, in ns
+				refused          atomic.Int64
+				slowest          time.Duration // the longest a failed charge took
 				mu               sync.Mutex
 				admits, failures []time.Time
 				stop             = make(chan struct{})
@@ -154,10 +155,12 @@ func TestFailoverUnderLoad(t *testing.T) {
 			for g := range 4 {
 				wg.Go(func() {
 					var in, failed []time.Time
+					var slowestMine time.Duration
 					defer func() {
 						mu.Lock()
 						defer mu.Unlock()
 						admits, failures = append(admits, in...), append(failures, failed...)
+						slowest = max(slowest, slowestMine)
 					}()
 					s := servers[g%2]
 					for {
@@ -173,15 +176,13 @@ func TestFailoverUnderLoad(t *testing.T) {
 						switch {
 						case err != nil:
 							failed = append(failed, time.Now())
-							for took := int64(time.Since(start)); took > slowest.Load(); {
-								if slowest.CompareAndSwap(slowest.Load(), took) {
-									break
-								}
-							}
+							slowestMine = max(slowestMine, time.Since(start))
 							time.Sleep(5 * time.Millisecond) // Redis is failing over: do not spin
 						case d.Allowed:
 							admitted.Add(1)
 							in = append(in, time.Now())
+						default:
+							refused.Add(1)
 						}
 					}
 				})
@@ -223,9 +224,9 @@ func TestFailoverUnderLoad(t *testing.T) {
 			// Until the month is spent and refusals are all that is left.
 			deadline := time.Now().Add(30 * time.Second)
 			for {
-				before := admitted.Load()
+				before, refusals := admitted.Load(), refused.Load()
 				time.Sleep(300 * time.Millisecond)
-				if admitted.Load() == before && before >= month {
+				if admitted.Load() == before && refused.Load() > refusals {
 					break
 				}
 				if time.Now().After(deadline) {
@@ -273,11 +274,13 @@ func TestFailoverUnderLoad(t *testing.T) {
 				tc.name, total, int64(month), over, bound, flush, held)
 			t.Logf("%s: Redis served again %v after the fault; %d charges failed, from %v to %v after it, each in at most %v",
 				tc.name, served.Round(time.Millisecond), len(failures), outage[0].Round(time.Millisecond), outage[1].Round(time.Millisecond),
-				time.Duration(slowest.Load()).Round(time.Millisecond))
+				slowest.Round(time.Millisecond))
 			t.Logf("%s: the sliding hour counts %d of %d units (%d lost); the month counter %d; %d of %d in-flight leases kept",
 				tc.name, hour, total, total-hour, monthUsed, kept, slots)
-			if total < month {
-				t.Errorf("only %d of the month's %d units served", total, int64(month))
+			// A charge whose answer the dying primary never sent may have
+			// been counted: at most one a failure.
+			if total < month-int64(len(failures)) {
+				t.Errorf("only %d of the month's %d units served, with %d charges failed", total, int64(month), len(failures))
 			}
 			if over > bound {
 				t.Errorf("%d units served over the month, more than the %d admitted in two flush intervals", over, bound)
