@@ -187,13 +187,13 @@ var faults = []fault{
 			return func() {}
 		}},
 	// kill -9 of one server of two under 16 clients, two in-flight slots a
-	// key (8 clients each: refused concurrency-exceeded at any time). Every
-	// client of a key goes to one server, so the killed one held all of
-	// its key's slots: its requests in flight stay charged, at most the
-	// slots' worth, and its leases keep them for inFlightLease, which
-	// ends within recovery of the lift. Its clients go to the survivor.
+	// key (8 clients each, 4 on each server: refused concurrency-exceeded
+	// at any time). Its requests in flight stay charged, at most its keys'
+	// slots' worth, and its leases keep those slots for inFlightLease,
+	// which ends within recovery of the lift. Its clients go to the
+	// survivor.
 	{name: "a server killed (SIGKILL)", clients: 2 * clients, inFlight: 2, normal: []string{concurrency},
-		unanswered: true, serves: true, bites: true, wait: 0,
+		unanswered: true, serves: true, bites: true, wait: failoverWait,
 		allowed: func(bool) []string { return []string{charged, concurrency, "no response"} },
 		inject: func(t *testing.T, r *rig) func() {
 			r.kill(0)

@@ -48,6 +48,9 @@ const (
 	// beyond.
 	minWork = 100 * time.Millisecond
 	margin  = 250 * time.Millisecond
+	// failoverWait is what a server killed adds to a request: the
+	// survivor takes its clients at once, twice the load on the machine.
+	failoverWait = 500 * time.Millisecond
 
 	servers    = 2 // tileapi serve processes, sharing Redis and the database
 	keysPerRig = 2
