@@ -5,8 +5,8 @@ import (
 	"errors"
 	"math"
 	"os"
-	"slices"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -311,7 +311,7 @@ func checkRejected(t *testing.T, err error, fields ...string) {
 func checkPlain(t *testing.T, ss ...string) {
 	t.Helper()
 	for _, s := range ss {
-		if !jsonNumber.MatchString(s) {
+		if s != "" && !jsonNumber.MatchString(s) { // "": an optional field left out
 			t.Fatalf("%q was accepted as a number", s)
 		}
 	}
