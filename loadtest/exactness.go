@@ -194,7 +194,7 @@ func judge(k Key, limits []Limit, adm []Admission, results []Result, key int) Ke
 		}
 		v.Requests++
 		switch {
-		case r.Status == http.StatusOK && r.Quota == "unmetered":
+		case r.Status == http.StatusOK && (r.Quota == "unmetered" || r.Quota == "unmetered-pending"):
 			v.Unmetered++
 		case r.Status == http.StatusServiceUnavailable && r.Code == codeUnavailable:
 			v.Unavailable++
