@@ -204,6 +204,10 @@ func send(t *testing.T, srv *httptest.Server, method, path string, body io.Reade
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" { // the client sends req.Host, not the header
+			req.Host = headers[i+1]
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := srv.Client().Do(req)

@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -84,13 +87,17 @@ func (s *Server) handleContains(w http.ResponseWriter, r *http.Request) {
 
 // handleCatalog serves GET /v1/tiles: the layers, with their TileJSON URLs.
 func (s *Server) handleCatalog(w http.ResponseWriter, r *http.Request) {
-	base := s.baseURL(r)
+	base, cache, err := s.baseURL(r)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
 	s.gate(w, r, func(c caller) (metered, error) {
 		return metered{
 			route: "catalog",
 			cost:  c.plan.Cost.Flat,
 			work: func(context.Context) (*response, error) {
-				return jsonResponse(map[string]any{"layers": tiles.Catalog(base + "/v1/tiles/{layer}.json")})
+				return jsonResponseWith(map[string]any{"layers": tiles.Catalog(base + "/v1/tiles/{layer}.json")}, cache)
 			},
 		}, nil
 	})
@@ -103,13 +110,17 @@ func (s *Server) handleTileJSON(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problemFor(err))
 		return
 	}
-	base := s.baseURL(r)
+	base, cache, err := s.baseURL(r)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
 	s.gate(w, r, func(c caller) (metered, error) {
 		return metered{
 			route: "tilejson",
 			cost:  c.plan.Cost.Flat,
 			work: func(context.Context) (*response, error) {
-				return jsonResponse(l.TileJSON(base + "/v1/tiles/" + l.Name + "/{z}/{x}/{y}.mvt"))
+				return jsonResponseWith(l.TileJSON(base+"/v1/tiles/"+l.Name+"/{z}/{x}/{y}.mvt"), cache)
 			},
 		}, nil
 	})
@@ -369,15 +380,55 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeProblem(w, p)
 }
 
-func (s *Server) baseURL(r *http.Request) string {
+// baseURL is the scheme and host of the URLs a response names (TileJSON's
+// tiles must be absolute), and the caching its response may have: from
+// TILEAPI_PUBLIC_URL, shared caches may keep it; else from the request's
+// Host, checked to be a host and port, with Vary: Host and for the
+// client's cache alone, so that a shared cache in front is never poisoned
+// with another host's URLs.
+func (s *Server) baseURL(r *http.Request) (string, http.Header, error) {
 	if s.cfg.PublicURL != "" {
-		return s.cfg.PublicURL
+		return s.cfg.PublicURL, http.Header{"Cache-Control": {"public, max-age=300"}}, nil
+	}
+	if !validHost(r.Host) {
+		return "", nil, field.Invalid("Host", "must be a host name or address and an optional port; set TILEAPI_PUBLIC_URL to name the service's URL")
 	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return scheme + "://" + r.Host
+	return scheme + "://" + r.Host, http.Header{"Cache-Control": {"private, max-age=300"}, "Vary": {"Host"}}, nil
+}
+
+// validHost reports whether h is a host name, an IPv4 address or a
+// bracketed IPv6 address, with an optional port: nothing a URL could be
+// bent with.
+func validHost(h string) bool {
+	host, port := h, ""
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.HasSuffix(h, "]") {
+		host, port = h[:i], h[i+1:]
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '0' {
+			return false
+		}
+	}
+	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		ip, err := netip.ParseAddr(host[1 : len(host)-1])
+		return err == nil && ip.Is6() && ip.Zone() == ""
+	}
+	if host == "" || len(host) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(host, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // geoJSON is the response of v, a collection of n features.
@@ -389,12 +440,15 @@ func geoJSON(v any, n int) (*response, error) {
 	return resp, err
 }
 
-func jsonResponse(v any) (*response, error) {
+func jsonResponse(v any) (*response, error) { return jsonResponseWith(v, nil) }
+
+// jsonResponseWith is the JSON response of v with the extra headers h.
+func jsonResponseWith(v any, h http.Header) (*response, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: encode: %w", err)
 	}
-	return &response{contentType: "application/json", body: b}, nil
+	return &response{contentType: "application/json", body: b, header: h}, nil
 }
 
 // parseBool reads "true" or "false", spelt so; empty is false.
