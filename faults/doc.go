@@ -3,8 +3,10 @@
 // Each test starts real `tileapi serve` processes against a Redis of its
 // own and the test PostgreSQL, each reached through an
 // internal/faultproxy, drives them with concurrent clients, and while they
-// run makes Redis die, hang, slow down, restart, lose its scripts or fail
-// over, or PostgreSQL die or hang; then lifts the fault. For every fault,
+// run makes Redis die, hang, slow down, restart, run out of memory, lose
+// its scripts or fail over, kills one of the servers, or makes PostgreSQL
+// die or hang; then lifts the fault. Apart, it restarts Redis under the
+// usage ledger with a month limit, and checks what the month keeps. For every fault,
 // with the servers failing open and failing closed, it checks that the
 // slowest request stayed within the time budget, that every status is the
 // one the failure policy names, that the quota charged exactly the

@@ -457,8 +457,8 @@ func runFault(t *testing.T, db string, f fault, closed bool) row {
 		}
 		switch {
 		case got > want+maxPrice*unmetered[k.id]+unanswered:
-			t.Errorf("key %d: the quota holds %d units, the responses served as charged or owed cost %d, and %d more were served unmetered or refused late: %d units charged that were not served",
-				k.id, got, want, unmetered[k.id], got-want-maxPrice*unmetered[k.id])
+			t.Errorf("key %d: the quota holds %d units, the responses served as charged or owed cost %d, %d more were served unmetered or refused late, and %d may be left by requests never answered: %d units charged that were not served",
+				k.id, got, want, unmetered[k.id], unanswered, got-want-maxPrice*unmetered[k.id]-unanswered)
 		case got < want:
 			t.Errorf("key %d: the quota holds %d units, the responses served as charged or owed cost %d: %d units served that it does not hold",
 				k.id, got, want, want-got)
