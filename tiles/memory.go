@@ -206,6 +206,7 @@ func toTile(p orb.Point, env orb.Bound) orb.Point {
 // specification requires.
 func tilePolygons(mp orb.MultiPolygon, env orb.Bound) orb.MultiPolygon {
 	var out orb.MultiPolygon
+	var segs []segment
 	for _, p := range mp {
 		var tp orb.Polygon
 		for i, r := range p {
@@ -232,7 +233,7 @@ func tilePolygons(mp orb.MultiPolygon, env orb.Bound) orb.MultiPolygon {
 			tp = append(tp, tr)
 		}
 		if len(tp) > 0 {
-			out = append(out, repair(tp)...)
+			out = append(out, repair(tp, &segs)...)
 		}
 	}
 	return out

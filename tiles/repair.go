@@ -16,7 +16,8 @@ import (
 // rings that fold back: what MVT 2.1 section 4.3.4.4 forbids. repair finds
 // them with one sweep over the segments and, only where it found some,
 // rebuilds the polygon: it splits segments where they meet (snapping the
-// crossings to the grid, again until no segment crosses another), counts
+// crossings to the grid, and again where that made new crossings, for at
+// most maxNodingRounds rounds), counts
 // each edge by the directions the rings run along it so that edges run once
 // each way (spikes, the clip box's doubled edges) cancel out, and walks the
 // edges left into simple rings: exteriors of positive area, holes of
@@ -28,9 +29,9 @@ const maxNodingRounds = 8
 
 // repair returns p, whose rings are closed, on the integer grid and wound as
 // tilePolygons winds them, if it is valid; else the valid polygons that the
-// same edges bound.
-func repair(p orb.Polygon) orb.MultiPolygon {
-	splits, meet := intersections(p)
+// same edges bound. segs is scratch space, kept between calls.
+func repair(p orb.Polygon, segs *[]segment) orb.MultiPolygon {
+	splits, meet := intersections(p, segs)
 	if !meet && holesInside(p) {
 		return orb.MultiPolygon{p}
 	}
@@ -39,7 +40,7 @@ func repair(p orb.Polygon) orb.MultiPolygon {
 			break
 		}
 		p = split(p, splits)
-		splits, _ = intersections(p)
+		splits, _ = intersections(p, segs)
 	}
 	return rebuild(p)
 }
@@ -69,9 +70,10 @@ func between(a, b, p orb.Point) bool {
 // which segments must be split so that no two cross, or overlap, other than
 // at shared endpoints; meet says whether any two segments share a point
 // other than where consecutive segments of one ring join, or fold back
-// over each other there.
-func intersections(p orb.Polygon) (map[segmentKey][]orb.Point, bool) {
-	var segs []segment
+// over each other there. buf is scratch space for the segments.
+func intersections(p orb.Polygon, buf *[]segment) (map[segmentKey][]orb.Point, bool) {
+	segs := (*buf)[:0]
+	defer func() { *buf = segs[:0] }()
 	for r, ring := range p {
 		for i := 0; i+1 < len(ring); i++ {
 			a, b := ring[i], ring[i+1]
