@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -286,5 +289,47 @@ func TestFailoverUnderLoad(t *testing.T) {
 				t.Errorf("%d units served over the month, more than the %d admitted in two flush intervals", over, bound)
 			}
 		})
+	}
+}
+
+// serve with a Sentinel REDIS_URL charges through the primary, and through
+// the replica once the Sentinels have promoted it: failing closed, a
+// request is answered 200 only when its charge was made.
+func TestServeThroughSentinelFailover(t *testing.T) {
+	s := testenv.StartSentinels(t)
+	plansFile := filepath.Join(t.TempDir(), "plans.json")
+	err := os.WriteFile(plansFile, []byte(`{"plans": [{"name": "p", "max_radius_m": 20000,
+		"limits": [{"name": "minute", "max": 1000, "window": "1m"}]}]}`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := startServe(t, map[string]string{
+		"REDIS_URL":             s.URL(),
+		"TILEAPI_PLANS_FILE":    plansFile,
+		"TILEAPI_DEMO_KEYS":     "k:p",
+		"TILEAPI_QUOTA_FAILURE": "closed",
+		"TILEAPI_QUOTA_TIMEOUT": "1s",
+	})
+	get := func() int {
+		req, _ := http.NewRequest(http.MethodGet, in.url+"/v1/geofence/within?lng=13.4&lat=52.5&limit=1&radius=2000", nil)
+		req.Header.Set("X-API-Key", "k")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get(); code != http.StatusOK {
+		t.Fatalf("before the failover: status %d\n%s", code, in.stderr)
+	}
+	s.KillPrimary()
+	s.WaitFailover(t, 30*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for get() != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("no request charged in 10 s after the failover\n%s", in.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
