@@ -53,7 +53,7 @@ type Gate struct {
 }
 
 // writeHeaders writes the quota headers of d, a decision under plan.
-func (g *Gate) writeHeaders(h http.Header, plan string, d quota.Decision) {
+func (g *Gate) writeHeaders(h http.Header, plan quota.Plan, d quota.Decision) {
 	if len(d.Limits) == 0 {
 		return
 	}
@@ -166,7 +166,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 			g.observe(r, Event{Kind: EventAllowed, Identity: identity, Plan: plan, Cost: m.Cost, Decision: d, Latency: time.Since(start)})
 		}
 		m.Status, m.Decision = StatusCharged, d
-		g.headers.write(w.Header(), d, g.policies.policy(plan.Name, d), &m.values)
+		g.headers.write(w.Header(), d, g.policies.policy(plan, d), &m.values)
 		setStatus(w.Header(), StatusCharged)
 		g.run(w, r, next, m)
 		return
@@ -214,7 +214,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 	default: // denied
 		e.Kind = EventDenied
 		g.observe(r, e)
-		g.writeHeaders(w.Header(), plan.Name, d)
+		g.writeHeaders(w.Header(), plan, d)
 		g.refuse(w, r, next, m, &DeniedError{Identity: identity, Plan: plan, Cost: m.Cost, Decision: d})
 	}
 }
@@ -353,7 +353,7 @@ func (g *Gate) Usage(show func(w http.ResponseWriter, r *http.Request, d quota.D
 			g.onError(w, r, &UnavailableError{Err: err})
 			return
 		}
-		g.writeHeaders(w.Header(), plan.Name, d)
+		g.writeHeaders(w.Header(), plan, d)
 		show(w, r, d)
 	})
 }

@@ -17,7 +17,8 @@ type Headers uint8
 
 const (
 	// HeadersDraft are RateLimit-Policy and RateLimit of the IETF draft
-	// draft-ietf-httpapi-ratelimit-headers-10, one entry per limit.
+	// draft-ietf-httpapi-ratelimit-headers-11, one entry per limit, in
+	// quota units (see the package doc).
 	HeadersDraft Headers = 1 << iota
 	// HeadersX are X-RateLimit-Limit, -Remaining and -Reset of the binding
 	// limit (the one that decided), and X-RateLimit-Cost.
@@ -47,37 +48,67 @@ var ExposedHeaders = []string{
 }
 
 // policyCache holds the RateLimit-Policy of each plan a gate has seen: it
-// changes only with the plan, and building it is a good part of what the
-// headers cost a request.
+// changes only with the plan and, for a calendar period, with the period
+// (a month's w is that month's length), and building it is a good part of
+// what the headers cost a request.
 type policyCache struct {
 	plans sync.Map                     // plan name → *cachedPolicy
 	last  atomic.Pointer[cachedPolicy] // the one used last: most gates have one plan, or a few
+	// clock reads the time the period of a calendar limit is found at; nil
+	// is time.Now. Tests set the store's.
+	clock func() time.Time
 }
 
 // cachedPolicy is what the headers of a plan's decisions share: its
-// RateLimit-Policy, and each limit's maximum as an X-RateLimit-Limit value.
+// RateLimit-Policy, each limit's w, and each limit's maximum as an
+// X-RateLimit-Limit value.
 type cachedPolicy struct {
-	plan   string
-	limits []quota.Limit
-	policy []string   // the header's value, shared: cap 1, so an append copies
-	maxes  [][]string // X-RateLimit-Limit, by limit, shared likewise
+	plan    string
+	loc     *time.Location
+	limits  []quota.Limit
+	windows []int64    // w, by limit: the window, or the length of the period ends names
+	ends    []int64    // by limit: the end of the period w measures, Unix seconds; 0 for a window
+	policy  []string   // the header's value, shared: cap 1, so an append copies
+	maxes   [][]string // X-RateLimit-Limit, by limit, shared likewise
 }
 
 // policy returns the shared header values of d's limits, under plan.
-func (c *policyCache) policy(plan string, d quota.Decision) *cachedPolicy {
-	if p := c.last.Load(); p != nil && p.plan == plan && p.matches(d) {
+func (c *policyCache) policy(plan quota.Plan, d quota.Decision) *cachedPolicy {
+	var now time.Time // read only for a plan with a calendar period
+	current := func(p *cachedPolicy) bool {
+		if p == nil || p.plan != plan.Name || p.loc != plan.Location || !p.matches(d) {
+			return false
+		}
+		return p.current(d, func() time.Time {
+			if now.IsZero() {
+				now = c.now()
+			}
+			return now
+		})
+	}
+	if p := c.last.Load(); current(p) {
 		return p
 	}
-	if v, ok := c.plans.Load(plan); ok {
-		if p := v.(*cachedPolicy); p.matches(d) {
+	if v, ok := c.plans.Load(plan.Name); ok {
+		if p := v.(*cachedPolicy); current(p) {
 			c.last.Store(p)
 			return p
 		}
 	}
-	p := newCachedPolicy(plan, d)
-	c.plans.Store(plan, p)
+	if now.IsZero() {
+		now = c.now()
+	}
+	p := newCachedPolicy(plan, d, now)
+	c.plans.Store(plan.Name, p)
 	c.last.Store(p)
 	return p
+}
+
+func (c *policyCache) now() time.Time {
+	if c.clock == nil {
+		return time.Now()
+	}
+	return c.clock()
 }
 
 // matches reports whether p was built from d's limits.
@@ -85,31 +116,88 @@ func (p *cachedPolicy) matches(d quota.Decision) bool {
 	return slices.EqualFunc(p.limits, d.Limits, func(l quota.Limit, s quota.LimitState) bool { return l == s.Limit })
 }
 
-func newCachedPolicy(plan string, d quota.Decision) *cachedPolicy {
+// current reports whether each calendar limit of d is in the period p
+// measured: whether the end its t counts to, read on this clock, is
+// nearer that period's end than half the period. Periods a clock apart
+// from the store's still match: the next end is a day or more away.
+func (p *cachedPolicy) current(d quota.Decision, now func() time.Time) bool {
+	for i, end := range p.ends {
+		if end == 0 {
+			continue
+		}
+		at := now().Add(d.Limits[i].ResetAfter).Unix()
+		if abs(at-end) > p.windows[i]/2 {
+			return false
+		}
+	}
+	return true
+}
+
+func newCachedPolicy(plan quota.Plan, d quota.Decision, now time.Time) *cachedPolicy {
 	p := &cachedPolicy{
-		plan:   plan,
-		limits: make([]quota.Limit, len(d.Limits)),
-		policy: []string{string(appendPolicy(nil, d))}[:1:1],
-		maxes:  make([][]string, len(d.Limits)),
+		plan:    plan.Name,
+		loc:     plan.Location,
+		limits:  make([]quota.Limit, len(d.Limits)),
+		windows: make([]int64, len(d.Limits)),
+		ends:    make([]int64, len(d.Limits)),
+		maxes:   make([][]string, len(d.Limits)),
+	}
+	loc := plan.Location
+	if loc == nil {
+		loc = time.UTC
 	}
 	for i, s := range d.Limits {
 		p.limits[i] = s.Limit
 		p.maxes[i] = []string{strconv.FormatInt(s.Limit.Max, 10)}[:1:1]
+		if s.Limit.Period == quota.Sliding {
+			p.windows[i] = ceilSeconds(s.Limit.Window)
+			continue
+		}
+		start, end := periodEnding(s.Limit.Period, loc, now.Add(s.ResetAfter))
+		p.windows[i], p.ends[i] = end.Unix()-start.Unix(), end.Unix()
 	}
+	p.policy = []string{string(p.appendPolicy(nil))}[:1:1]
 	return p
 }
 
-func appendPolicy(buf []byte, d quota.Decision) []byte {
-	for i, l := range d.Limits {
+func (p *cachedPolicy) appendPolicy(buf []byte) []byte {
+	for i, l := range p.limits {
 		if i > 0 {
 			buf = append(buf, ", "...)
 		}
 		// Names are tokens (quota.Plan.Validate): quoting is adding quotes.
-		buf = append(append(append(buf, '"'), l.Limit.Name...), '"')
-		buf = strconv.AppendInt(append(buf, ";q="...), l.Limit.Max, 10)
-		buf = strconv.AppendInt(append(buf, ";w="...), windowSeconds(l.Limit), 10)
+		buf = append(append(append(buf, '"'), l.Name...), '"')
+		buf = strconv.AppendInt(append(buf, ";q="...), l.Max, 10)
+		buf = strconv.AppendInt(append(buf, ";w="...), p.windows[i], 10)
 	}
 	return buf
+}
+
+// periodEnding returns the period of p, in loc, whose end is nearest end:
+// the end a limit's t counts to, as this clock reads it. A day is 23, 24
+// or 25 hours long, a month 28 to 31 days (less or more an hour where the
+// clocks change in it), as quota counts them: from midnight, or the first
+// of the month, to the next.
+func periodEnding(p quota.Period, loc *time.Location, end time.Time) (start, stop time.Time) {
+	startOf := func(t time.Time) time.Time {
+		t = t.In(loc)
+		if p == quota.Month {
+			return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, loc)
+		}
+		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, loc)
+	}
+	next := func(s time.Time) time.Time {
+		if p == quota.Month {
+			return time.Date(s.Year(), s.Month()+1, 1, 0, 0, 0, 0, loc)
+		}
+		return time.Date(s.Year(), s.Month(), s.Day()+1, 0, 0, 0, 0, loc)
+	}
+	before := startOf(end) // the boundary at or before end, and the one after
+	after := next(before)
+	if end.Sub(before) < after.Sub(end) {
+		return startOf(before.Add(-time.Nanosecond)), before
+	}
+	return before, after
 }
 
 // The headers in canonical form, set straight into the map: Header.Set
@@ -154,7 +242,7 @@ func (hs Headers) write(h http.Header, d quota.Decision, cp *cachedPolicy, vals 
 			}
 			text = append(append(append(text, '"'), l.Limit.Name...), `";r=`...)
 			text = strconv.AppendInt(text, l.Remaining, 10)
-			text = strconv.AppendInt(append(text, ";t="...), ceilSeconds(l.ResetAfter), 10)
+			text = strconv.AppendInt(append(text, ";t="...), effectiveWindow(l, cp.windows[i]), 10)
 		}
 	}
 	ends[0] = len(text)
@@ -182,17 +270,17 @@ func (hs Headers) write(h http.Header, d quota.Decision, cp *cachedPolicy, vals 
 	}
 }
 
-// windowSeconds is the w of a limit's policy: its window, or for a
-// calendar period its nominal length (a day, 30 days); RateLimit's t says
-// when the period really ends.
-func windowSeconds(l quota.Limit) int64 {
-	switch l.Period {
-	case quota.Day:
-		return 24 * 60 * 60
-	case quota.Month:
-		return 30 * 24 * 60 * 60
+// effectiveWindow is the t of a limit's state, in seconds, w its policy's
+// window: the time within which the caller can use no more than the units
+// its r says are left (draft-11's effective window). That is the time
+// until the oldest charge leaves the window, or the calendar period ends:
+// nothing comes back before. A window with no charge in it frees nothing
+// ever, and bounds use by its whole length, w. Never more than w.
+func effectiveWindow(l quota.LimitState, w int64) int64 {
+	if l.ResetAfter <= 0 {
+		return w
 	}
-	return ceilSeconds(l.Window)
+	return min(ceilSeconds(l.ResetAfter), w)
 }
 
 func ceilSeconds(d time.Duration) int64 { return ceilDiv(int64(d), int64(time.Second)) }
@@ -200,3 +288,5 @@ func ceilSeconds(d time.Duration) int64 { return ceilDiv(int64(d), int64(time.Se
 func formatSeconds(d time.Duration) string { return strconv.FormatInt(max(ceilSeconds(d), 1), 10) }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+func abs(x int64) int64 { return max(x, -x) }

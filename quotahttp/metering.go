@@ -176,7 +176,7 @@ func (m *metering) settle(ctx context.Context, actual int64) error {
 	m.Decision.Cost = m.Cost // X-RateLimit-Cost stays the price charged up front
 	m.Decision.Receipt = settled
 	h := m.w.Header()
-	m.gate.writeHeaders(h, m.Plan.Name, m.Decision)
+	m.gate.writeHeaders(h, m.Plan, m.Decision)
 	h.Set(HeaderSettledCost, strconv.FormatInt(actual, 10))
 	return nil
 }
@@ -203,7 +203,7 @@ func (m *metering) refund(ctx context.Context) {
 	g := m.gate
 	if g.refundOnce(ctx, r, m.Metering) == nil {
 		m.Status = StatusRefunded
-		g.writeHeaders(h, m.Plan.Name, given(m.Decision, rc.Cost()))
+		g.writeHeaders(h, m.Plan, given(m.Decision, rc.Cost()))
 		setStatus(h, StatusRefunded)
 		return
 	}
