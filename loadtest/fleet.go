@@ -16,6 +16,9 @@ type Fleet struct {
 	Instances  []*Instance
 	Keys       []Key
 	AdminToken string
+	// QuotaPrefix starts the quota's keys in Redis (ExactnessConfig.Prefix);
+	// empty: quota.DefaultPrefix.
+	QuotaPrefix string
 }
 
 // FleetConfig says what servers to start.
@@ -34,7 +37,10 @@ type FleetConfig struct {
 	// default. The servers fail closed: a request whose charge does not
 	// answer in time is a 503, never served unmetered.
 	QuotaTimeout string
-	Logs         io.Writer // the servers' output
+	// RedisPrefix starts every key the servers write in Redis
+	// (TILEAPI_REDIS_PREFIX); empty: the servers' default, "tileapi:".
+	RedisPrefix string
+	Logs        io.Writer // the servers' output
 }
 
 // StartFleet starts the servers in parallel. Without a database their keys
@@ -63,6 +69,10 @@ func StartFleet(ctx context.Context, c FleetConfig) (*Fleet, error) {
 	env := []string{
 		"REDIS_URL=" + c.RedisURL, "DATABASE_URL=" + c.DatabaseURL, "TILEAPI_PLANS_FILE=" + plans,
 		"TILEAPI_ADMIN_TOKEN=" + f.AdminToken, "TILEAPI_QUOTA_FAILURE=closed", "TILEAPI_QUOTA_TIMEOUT=" + c.QuotaTimeout,
+		"TILEAPI_REDIS_PREFIX=" + c.RedisPrefix,
+	}
+	if c.RedisPrefix != "" {
+		f.QuotaPrefix = c.RedisPrefix + "q:"
 	}
 	var demo []string
 	for i := range c.Keys {

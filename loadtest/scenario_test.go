@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -95,6 +96,9 @@ func tileapiBinary(t *testing.T) string {
 func startFleet(t *testing.T, c FleetConfig) *Fleet {
 	t.Helper()
 	c.Bin, c.Dir, c.Logs = tileapiBinary(t), t.TempDir(), testWriter{t}
+	// Keys of their own in the Redis tests share: key:1 of another run (or
+	// package) is never this fleet's.
+	c.RedisPrefix = fmt.Sprintf("loadtest:%d:%s:", time.Now().UnixNano(), strings.NewReplacer("{", "(", "}", ")").Replace(t.Name()))
 	f, err := StartFleet(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +131,7 @@ func TestExactnessScenario(t *testing.T) {
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	rep, err := Exactness(context.Background(), ExactnessConfig{
-		Targets: f.URLs(), AdminTargets: f.AdminURLs(), Keys: f.Keys, AdminToken: f.AdminToken, Redis: rdb,
+		Targets: f.URLs(), AdminTargets: f.AdminURLs(), Keys: f.Keys, AdminToken: f.AdminToken, Redis: rdb, Prefix: f.QuotaPrefix,
 		ClientsPerKey: 4, Duration: 2 * time.Second, MaxRequests: 20_000, Seed: 1,
 	})
 	if err != nil {

@@ -178,6 +178,7 @@ func TestParseServeErrors(t *testing.T) {
 		{env: map[string]string{"TILEAPI_QUOTA_FAILURE": "ajar"}, want: `-quota-failure (TILEAPI_QUOTA_FAILURE): "ajar": want open or closed`},
 		{env: map[string]string{"TILEAPI_UNKNOWN_KEYS": "many"}, want: `-unknown-keys (TILEAPI_UNKNOWN_KEYS): "many" is not a whole number`},
 		{args: []string{"-db-max-conns", "0"}, want: "-db-max-conns 0: want a positive number"},
+		{env: map[string]string{"TILEAPI_REDIS_PREFIX": "a{b}:"}, want: `-redis-prefix (TILEAPI_REDIS_PREFIX): "a{b}:": want no braces`},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			_, err := parseServe(tc.args, func(k string) string { return tc.env[k] }, io.Discard)

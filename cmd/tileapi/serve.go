@@ -43,6 +43,7 @@ type serveConfig struct {
 	anonymous, shadow, requireRedis, redisBatch                  bool
 	quotaTimeout, keyCacheTTL, tileCacheTTL, queryTimeout        time.Duration
 	inFlightLease, ledgerFlush                                   time.Duration
+	redisPrefix                                                  string
 	dbMaxConns                                                   int
 	unknownKeys                                                  int64
 	tileCacheRedisURL                                            string
@@ -107,6 +108,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.addr, "addr", env("TILEAPI_ADDR", ":8080"), "listen address ($TILEAPI_ADDR)")
 	// Secrets, and URLs that may hold one, print redacted in usage.
 	secretURLVar(fs, &c.redisURL, "redis-url", getenv("REDIS_URL"), "Redis `URL`; redis://host:port/db for one node, redis://host:port?addr=host2:port2&addr=... for a cluster, redis://sentinel1:26379?master_name=NAME&addr=sentinel2:26379&addr=... for a primary managed by Sentinel; empty: quotas in process ($REDIS_URL)")
+	fs.StringVar(&c.redisPrefix, "redis-prefix", env("TILEAPI_REDIS_PREFIX", "tileapi:"), "what every key the service writes in Redis starts with (quotas PREFIXq:, in-flight slots PREFIXf:, tiles PREFIXtile:), so that deployments can share a Redis; no braces ($TILEAPI_REDIS_PREFIX)")
 	secretURLVar(fs, &c.tileCacheRedisURL, "tile-cache-redis-url", getenv("TILEAPI_TILE_CACHE_REDIS_URL"), "Redis `URL` of the tile cache alone, which may evict (allkeys-lru suits it); empty: tiles are cached in REDIS_URL, or in process without it ($TILEAPI_TILE_CACHE_REDIS_URL)")
 	secretURLVar(fs, &c.databaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL `URL` with PostGIS; empty: the bundled data in memory ($DATABASE_URL)")
 	secretVar(fs, &c.adminToken, "admin-token", getenv("TILEAPI_ADMIN_TOKEN"), "bearer `token` of the /admin API; empty disables it ($TILEAPI_ADMIN_TOKEN)")
@@ -145,6 +147,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if strings.ContainsAny(c.redisPrefix, "{}") {
+		// A brace would move the keys' Redis Cluster hash slot.
+		return c, fmt.Errorf("%s: %q: want no braces", setting("redis-prefix", "TILEAPI_REDIS_PREFIX"), c.redisPrefix)
 	}
 	if c.quotaFailure != "open" && c.quotaFailure != "closed" {
 		return c, fmt.Errorf("%s: %q: want open or closed", setting("quota-failure", "TILEAPI_QUOTA_FAILURE"), c.quotaFailure)
@@ -243,9 +249,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		} else if err := checkEviction(ctx, rdb, c.allowEvictingRedis, log); err != nil {
 			return err
 		}
-		cfg.Quota = quota.NewRedis(rdb)
-		cfg.InFlight = inflight.NewRedis(rdb, inflight.WithLease(c.inFlightLease))
-		cfg.TileCache = tilecache.NewRedis(rdb, "tileapi:tile:", c.tileCacheTTL)
+		cfg.Quota = quota.NewRedis(rdb, quota.WithPrefix(c.redisPrefix+"q:"))
+		cfg.InFlight = inflight.NewRedis(rdb, inflight.WithLease(c.inFlightLease), inflight.WithPrefix(c.redisPrefix+"f:"))
+		cfg.TileCache = tilecache.NewRedis(rdb, c.redisPrefix+"tile:", c.tileCacheTTL)
 		cfg.Ready = append(cfg.Ready, httpapi.Check{
 			Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 			Optional: !cfg.FailClosed, // fail-open still serves without it
@@ -268,7 +274,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		if err := pingRedis(ctx, cache); err != nil {
 			log.Error("TILEAPI_TILE_CACHE_REDIS_URL does not answer at startup: every tile is a miss until it answers", "err", err)
 		}
-		cfg.TileCache = apartCache{tilecache.NewRedis(cache, "tileapi:tile:", c.tileCacheTTL)}
+		cfg.TileCache = apartCache{tilecache.NewRedis(cache, c.redisPrefix+"tile:", c.tileCacheTTL)}
 		cfg.Ready = append(cfg.Ready, httpapi.Check{
 			Name: "tile-cache", Ping: func(ctx context.Context) error { return cache.Ping(ctx).Err() },
 			Optional: true, // a tile cache that fails is a miss
@@ -312,7 +318,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			// every charge is written to the ledger, and a counter Redis lost
 			// is restored from it.
 			led := ledger.New(pool, ledger.Options{FlushEvery: c.ledgerFlush, Logger: log})
-			counters := quota.NewRedis(rdb, quota.WithPeriodSource(led))
+			counters := quota.NewRedis(rdb, quota.WithPrefix(c.redisPrefix+"q:"), quota.WithPeriodSource(led))
 			led.RaiseIn(counters)
 			cfg.Quota = led.Store(counters)
 			lctx, stopLedger := context.WithCancel(ctx)

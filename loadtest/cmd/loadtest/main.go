@@ -263,12 +263,14 @@ func exactness(ctx context.Context, c config, limits []loadtest.Limit, rdb redis
 		f, err := loadtest.StartFleet(ctx, loadtest.FleetConfig{
 			Bin: c.bin, Dir: tmp, RedisURL: c.redisURL, Instances: c.instances, Keys: c.keys, Logs: logs, QuotaTimeout: c.quotaTimeout,
 			Plan: loadtest.Plan{Name: "loadtest", MaxRadius: 10_000, Limits: limits},
+			// Keys of this run's own: a run after another starts afresh.
+			RedisPrefix: fmt.Sprintf("loadtest:%d:", time.Now().UnixNano()),
 		})
 		if err != nil {
 			return nil, err
 		}
 		defer f.Stop()
-		ec.Targets, ec.AdminTargets, ec.Keys, ec.AdminToken = f.URLs(), f.AdminURLs(), f.Keys, f.AdminToken
+		ec.Targets, ec.AdminTargets, ec.Keys, ec.AdminToken, ec.Prefix = f.URLs(), f.AdminURLs(), f.Keys, f.AdminToken, f.QuotaPrefix
 	}
 	rep, err := loadtest.Exactness(ctx, ec)
 	if err != nil {
