@@ -83,6 +83,7 @@ func startServe(t *testing.T, env map[string]string) *instance {
 		}
 		select {
 		case err := <-in.done:
+			in.done <- err // for the cleanup, which waits on it
 			t.Fatalf("serve exited: %v\n%s", err, in.stderr)
 		default:
 		}
