@@ -174,8 +174,14 @@ func meteredOf(r *http.Request) metered { m, _ := r.Context().Value(meteredKey{}
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m metered) {
 	ctx := context.WithValue(context.WithValue(r.Context(), callerKey{}, c), meteredKey{}, m)
 	r = r.WithContext(ctx)
+	// Refused before the gate (over the plan, or the caller's in-flight
+	// slots): charged nothing, as the gate's own refusals say.
+	refuse := func(err error) {
+		w.Header().Set(headerStatus, statusRefused)
+		s.fail(w, r, err)
+	}
 	if m.overPlan != nil && !s.cfg.Shadow {
-		s.fail(w, r, m.overPlan) // no plan admits it: spare the in-flight slot's round trip
+		refuse(m.overPlan) // no plan admits it: spare the in-flight slot's round trip
 		return
 	}
 	lease, err := s.acquire(ctx, c)
@@ -184,14 +190,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m meter
 	case errors.As(err, &busy):
 		s.metrics.decisions.WithLabelValues(c.plan.Name, "in_flight_exceeded").Inc()
 		if !s.cfg.Shadow {
-			s.fail(w, r, err)
+			refuse(err)
 			return
 		}
 		w.Header().Set(headerStatus, statusShadowDenied)
 		s.runWork(w, r)
 		return
 	case err != nil && (s.cfg.FailClosed || !isStoreFailure(err)):
-		s.fail(w, r, err)
+		refuse(err)
 		return
 	}
 	defer s.release(ctx, lease)()
@@ -420,5 +426,6 @@ const (
 	statusUnmetered     = string(quotahttp.StatusUnmetered)
 	statusPending       = string(quotahttp.StatusUnmeteredPending)
 	statusShadowDenied  = string(quotahttp.StatusShadowDenied)
+	statusRefused       = string(quotahttp.StatusRefused)
 	headerSettledCost   = quotahttp.HeaderSettledCost
 )

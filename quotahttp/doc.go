@@ -32,10 +32,24 @@
 // # Headers and errors
 //
 // Every metered response carries the fields of the IETF draft
-// draft-ietf-httpapi-ratelimit-headers-10 (RateLimit-Policy and RateLimit,
+// draft-ietf-httpapi-ratelimit-headers-11 (RateLimit-Policy and RateLimit,
 // one entry per limit), the older X-RateLimit-Limit, -Remaining and -Reset
-// of the binding limit, X-RateLimit-Cost, X-Quota-Status (how the request
-// was metered) and, on a refusal, Retry-After. [WithHeaders] chooses which.
+// of the binding limit, X-RateLimit-Cost and, on a refusal, Retry-After;
+// [WithHeaders] chooses which. Their q and r count quota units, not
+// requests: a request costs its price (X-RateLimit-Cost), so a client
+// that can afford r units can send r / price more such requests. No qu
+// parameter says so: the draft's registry has no unit for weighted
+// requests, and allows no other. A policy's w is its window, or for a
+// calendar period the length of the current one (a 23-hour day, a 31-day
+// month); a state's t is the draft's effective window, the seconds within
+// which the caller can use no more than r: until the oldest charge leaves
+// the window (w for an empty one) or the period ends, never more than w.
+// No pk parameter is sent: every field is about the caller that made the
+// request, whose quota its own key names.
+//
+// X-Quota-Status says how the request was metered (a [Status]), on every
+// response the gate has priced: refusals (429, 422 and 503 failing
+// closed) say refused.
 // Refusals are RFC 9457 problem+json bodies by default; [WithErrorHandler]
 // writes them as the service likes, from typed errors: [*DeniedError],
 // [*TooCostlyError], [*UnavailableError] and whatever the caller's own

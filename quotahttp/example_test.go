@@ -142,5 +142,5 @@ func Example_memory() {
 	// Output:
 	// 200 charged
 	// 200 charged
-	// 429
+	// 429 refused
 }

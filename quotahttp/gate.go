@@ -192,6 +192,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 		e.Kind = EventStoreFailed
 		g.observe(r, e)
 		if g.failClosed {
+			setStatus(w.Header(), StatusRefused)
 			g.onError(w, r, &UnavailableError{Err: err})
 			return
 		}
@@ -219,10 +220,11 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 	}
 }
 
-// refuse answers a request the quota does not admit with err or, in shadow
-// mode, serves it unmetered, saying so.
+// refuse answers a request the quota does not admit with err, saying it
+// was refused, or, in shadow mode, serves it unmetered, saying so.
 func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, next http.Handler, m *metering, err error) {
 	if !g.shadow {
+		setStatus(w.Header(), StatusRefused)
 		if g.headers&HeaderRetryAfter != 0 {
 			if after, ok := retryAfter(err); ok {
 				w.Header().Set("Retry-After", formatSeconds(after))

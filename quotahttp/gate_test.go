@@ -618,3 +618,56 @@ func TestUsage(t *testing.T) {
 		t.Errorf("usage with the store down: status %d, want 503", w.Code)
 	}
 }
+
+// A refusal says so in X-Quota-Status: a denial (429), a price beyond the
+// plan (422), a refusal of the caller's pricing (Refuse), a store failing
+// closed (503) are "refused", charged nothing; in shadow mode they are
+// served "shadow-denied". What fails before the price is made (the caller
+// not identified) carries no status.
+func TestRefusalsSayRefused(t *testing.T) {
+	plan := mustPlan(t, quota.PerMinute(10))
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	refusing := quotahttp.WithCost(func(*http.Request) (int64, error) {
+		return 0, quotahttp.Refuse(statusErr(http.StatusUnprocessableEntity))
+	})
+	dead := quota.NewRedis(redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1}))
+	cases := []struct {
+		name   string
+		store  quotahttp.Store
+		opts   []quotahttp.Option
+		cost   int64
+		code   int
+		status string
+	}{
+		{"admitted", nil, nil, 6, 200, "charged"},
+		{"denied", nil, nil, 6, 429, "refused"}, // after the one admitted
+		{"too costly", nil, nil, 11, 422, "refused"},
+		{"refused by the pricing", nil, []quotahttp.Option{refusing}, 1, 422, "refused"},
+		{"store down, failing closed", dead, []quotahttp.Option{quotahttp.WithFailClosed()}, 1, 503, "refused"},
+		{"denied in shadow mode", nil, []quotahttp.Option{quotahttp.WithShadow()}, 6, 200, "shadow-denied"},
+		{"no caller", nil, []quotahttp.Option{quotahttp.WithIdentity(func(*http.Request) (string, error) {
+			return "", statusErr(http.StatusUnauthorized)
+		})}, 1, 401, ""},
+	}
+	store, _ := fixedStore()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := c.store
+			if s == nil {
+				s = store
+			}
+			w := httptest.NewRecorder()
+			opts := append([]quotahttp.Option{quotahttp.WithPlan(plan), quotahttp.WithCost(costHeader)}, c.opts...)
+			quotahttp.New(s, opts...).Handler(ok).ServeHTTP(w, request(c.cost))
+			if got := w.Header().Values(quotahttp.HeaderStatus); w.Code != c.code || w.Header().Get(quotahttp.HeaderStatus) != c.status || len(got) > 1 {
+				t.Errorf("%d, X-Quota-Status %q; want %d, %q", w.Code, got, c.code, c.status)
+			}
+		})
+	}
+}
+
+// statusErr is an error answered with its status.
+type statusErr int
+
+func (e statusErr) Error() string   { return http.StatusText(int(e)) }
+func (e statusErr) HTTPStatus() int { return int(e) }

@@ -31,8 +31,8 @@ const (
 	AllHeaders = HeadersDraft | HeadersX | HeaderRetryAfter
 )
 
-// HeaderStatus says how a request was metered (a Status); the gate always
-// writes it.
+// HeaderStatus says how a request was metered (a Status): the gate writes
+// it on every response it has priced, refusals included.
 const HeaderStatus = "X-Quota-Status"
 
 // HeaderSettledCost is what a request cost once settled (see Settle).

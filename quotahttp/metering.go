@@ -12,7 +12,12 @@ import (
 	"github.com/tileapi/tileapi/quota"
 )
 
-// Status says how a request was metered; it is sent in X-Quota-Status.
+// Status says how a request was metered; it is sent in X-Quota-Status on
+// every response of a gated handler once the gate has priced the request.
+// A request answered before (its caller not identified, its plan not
+// found, its price not made: the caller's own errors) or that the store
+// calls invalid (a bug of the service: a 500) was not metered, and
+// carries none.
 type Status string
 
 const (
@@ -32,16 +37,22 @@ const (
 	StatusUnmeteredPending Status = "unmetered-pending"
 	// StatusShadowDenied: shadow mode, and the quota would have refused.
 	StatusShadowDenied Status = "shadow-denied"
+	// StatusRefused: not served, and nothing charged: the quota refused it
+	// (429 a *DeniedError, 422 a *TooCostlyError or a Refuse), or the
+	// store failed under WithFailClosed (503).
+	StatusRefused Status = "refused"
 )
 
 // statusValues are the X-Quota-Status values as header map entries,
-// shared by every response: full slices, so an append copies.
-var statusValues = map[Status][]string{}
-
-func init() {
-	for _, s := range []Status{StatusCharged, StatusRefunded, StatusRefundPending, StatusUnmetered, StatusUnmeteredPending, StatusShadowDenied} {
-		statusValues[s] = []string{string(s)}[:1:1]
-	}
+// shared by every response: slices of one, so an append copies.
+var statusValues = map[Status][]string{
+	StatusCharged:          {string(StatusCharged)},
+	StatusRefunded:         {string(StatusRefunded)},
+	StatusRefundPending:    {string(StatusRefundPending)},
+	StatusUnmetered:        {string(StatusUnmetered)},
+	StatusUnmeteredPending: {string(StatusUnmeteredPending)},
+	StatusShadowDenied:     {string(StatusShadowDenied)},
+	StatusRefused:          {string(StatusRefused)},
 }
 
 func setStatus(h http.Header, s Status) { h[keyStatus] = statusValues[s] }
