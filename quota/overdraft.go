@@ -61,8 +61,7 @@ func (r *Redis) ChargeOverdraft(ctx context.Context, identity string, plan Plan,
 		return Decision{}, false, invalid("overdraft: id %q must be letters, digits, '-', '_' or '.', at most 64", id)
 	}
 	sliding, periods := plan.split()
-	var restore []restoreValue
-	for tries := 0; ; tries++ {
+	reply, err := r.withRestores(ctx, identity, plan, periods, func(restore []restoreValue) (string, error) {
 		// A charge with no deadline: it was served already.
 		keys, args := r.chargeCallRestoring(identity, plan, sliding, periods, cost, true, 0, restore)
 		packed := []byte(args[0].(string))
@@ -77,47 +76,22 @@ func (r *Redis) ChargeOverdraft(ctx context.Context, identity string, plan Plan,
 		keys = append(keys, r.key(identity)+":overdraft:"+id)
 		args = append(args, strconv.FormatInt(OverdraftIDLife.Milliseconds(), 10))
 		reply, err := overdraftScript.Run(ctx, r.client, keys, args...).Text()
-		switch {
-		case err != nil:
-			return Decision{}, false, fmt.Errorf("quota: overdraft: %w", err)
-		case reply == duplicateReply:
-			return Decision{}, false, nil
-		case !strings.HasPrefix(reply, restoreReply):
-			d, err := r.overdrawn(identity, plan, sliding, periods, cost, reply)
-			return d, err == nil, err
-		case tries == 2:
-			return Decision{}, false, fmt.Errorf("quota: overdraft: the counters of %q are still missing after %d restores", identity, tries)
+		if err != nil {
+			return "", fmt.Errorf("quota: overdraft: %w", err)
 		}
-		// Counters are missing: looked up, and the charge sent again with
-		// them, as Charge does.
-		if restore, err = r.restore(ctx, identity, plan, periods, header(reply[len(restoreReply):])); err != nil {
-			return Decision{}, false, err
-		}
+		return reply, nil
+	})
+	switch {
+	case err != nil:
+		return Decision{}, false, err
+	case reply == duplicateReply:
+		return Decision{}, false, nil
 	}
-}
-
-// overdrawn reads the reply of an overdraft charge made: the header as
-// written, then each period's use, start and end. It reads them as
-// Redis.run reads an admitted charge's.
-func (r *Redis) overdrawn(identity string, plan Plan, sliding, periods []int, cost int64, reply string) (Decision, error) {
-	n, np := windowCount(plan, sliding), len(periods)
-	size, tail := 8*headerFields(n), 24*np
-	if len(reply) != size+tail {
-		return Decision{}, fmt.Errorf("quota: overdraft: script returned %d bytes, want %d", len(reply), size+tail)
+	d, err := r.decision(identity, plan, sliding, periods, cost, reply)
+	if err == nil && !d.Allowed {
+		err = fmt.Errorf("quota: overdraft: the script did not record the charge")
 	}
-	h, ps := header(reply[:size]), header(reply[size:])
-	raw := make([]limitUsage, len(plan.Limits))
-	for k, i := range sliding {
-		raw[i] = limitUsage{used: h.window(k, wSum), oldest: h.window(k, wOldest), freeAt: -1}
-	}
-	marks := newPeriodMarks(np)
-	for k, i := range periods {
-		used, start, end := ps.field(1+3*k), ps.field(2+3*k), ps.field(3+3*k)
-		raw[i] = periodUsage(plan.Limits[i], used, end, cost, true)
-		marks[k] = periodMark{name: plan.Limits[i].Name, start: start}
-	}
-	index := h.field(hFirst) + h.field(hTail) - 1
-	return decide(identity, plan, cost, true, h.field(hLast), index, raw, marks), nil
+	return d, err == nil, err
 }
 
 // raise sets the max of each of n limits in packed, charge arguments as

@@ -137,35 +137,50 @@ func (r *Redis) Peek(ctx context.Context, identity string, plan Plan) (Decision,
 func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64, record bool) (Decision, error) {
 	sliding, periods := plan.split()
 	deadline := r.deadline(ctx)
-	var reply string
-	var restore []restoreValue
-	for tries := 0; ; tries++ {
+	reply, err := r.withRestores(ctx, identity, plan, periods, func(restore []restoreValue) (string, error) {
 		keys, args := r.chargeCallRestoring(identity, plan, sliding, periods, cost, record, deadline, restore)
-		var err error
-		if reply, err = chargeScript.Run(ctx, r.client, keys, args...).Text(); err != nil {
-			return Decision{}, fmt.Errorf("quota: charge: %w", err)
+		reply, err := chargeScript.Run(ctx, r.client, keys, args...).Text()
+		if err != nil {
+			return "", fmt.Errorf("quota: charge: %w", err)
 		}
-		if !strings.HasPrefix(reply, restoreReply) {
-			break
-		}
-		// Counters are missing: looked up, then the charge is sent again
-		// with them. A second miss means a period began in between.
-		if tries == 2 {
-			return Decision{}, fmt.Errorf("quota: charge: the counters of %q are still missing after %d restores", identity, tries)
-		}
-		if restore, err = r.restore(ctx, identity, plan, periods, header(reply[len(restoreReply):])); err != nil {
-			return Decision{}, err
-		}
-	}
-	if reply == lateReply {
+		return reply, nil
+	})
+	switch {
+	case err != nil:
+		return Decision{}, err
+	case reply == lateReply:
 		return Decision{}, ErrLate
 	}
-	// The header as written, then, if nothing was admitted, whether the
-	// cost fits and when it does in each window, then each period's use,
-	// start and end.
-	// The log's windows are the plan's sliding ones, then its history
-	// window if it has one: the reply's fields of the first are in plan
-	// order, and the last is never read.
+	return r.decision(identity, plan, sliding, periods, cost, reply)
+}
+
+// withRestores sends a charge with send, and when the script finds
+// counters of calendar periods missing, looks their units up (the
+// PeriodSource) and sends it again with them: the loop Charge, Peek and
+// ChargeOverdraft share. A second miss means a period began in between;
+// a third is an error.
+func (r *Redis) withRestores(ctx context.Context, identity string, plan Plan, periods []int, send func([]restoreValue) (string, error)) (string, error) {
+	var restore []restoreValue
+	for tries := 0; ; tries++ {
+		reply, err := send(restore)
+		if err != nil || !strings.HasPrefix(reply, restoreReply) {
+			return reply, err
+		}
+		if tries == 2 {
+			return "", fmt.Errorf("quota: charge: the counters of %q are still missing after %d restores", identity, tries)
+		}
+		if restore, err = r.restore(ctx, identity, plan, periods, header(reply[len(restoreReply):])); err != nil {
+			return "", err
+		}
+	}
+}
+
+// decision reads the charge script's reply: the header as written, then,
+// if nothing was admitted, whether the cost fits and when it does in each
+// window, then each period's use, start and end. The log's windows are the
+// plan's sliding ones, then its history window if it has one: the reply's
+// fields of the first are in plan order, and the last is never read.
+func (r *Redis) decision(identity string, plan Plan, sliding, periods []int, cost int64, reply string) (Decision, error) {
 	n, np := windowCount(plan, sliding), len(periods)
 	size, tail := 8*headerFields(n), 24*np
 	admitted := len(reply) == size+tail
