@@ -15,19 +15,14 @@
 package geojsoncheck
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/paulmach/orb"
 
-	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/internal/validators"
 )
 
 // Doc is one GeoJSON text and the name its findings are reported under.
@@ -61,43 +56,17 @@ type Invalid struct {
 // in their order; it fails tb if the validators cannot run.
 func Check(tb testing.TB, docs []Doc) []Result {
 	tb.Helper()
-	script := scriptPath(tb)
+	script := validators.Script(tb, "check.mjs", "@mapbox/geojsonhint", "jsts")
 	in, err := json.Marshal(docs)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command("node", script)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(in), &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		tb.Fatalf("geojsoncheck: node %s: %v\n%s", script, err, stderr.Bytes())
-	}
 	var rs []Result
-	if err := json.Unmarshal(stdout.Bytes(), &rs); err != nil {
-		tb.Fatalf("geojsoncheck: %v in %.200q", err, stdout.Bytes())
-	}
+	validators.RunJSON(tb, script, in, &rs)
 	if len(rs) != len(docs) {
 		tb.Fatalf("geojsoncheck: %d documents checked of %d", len(rs), len(docs))
 	}
 	return rs
-}
-
-// scriptPath returns check.mjs, beside this file, once node and the npm
-// packages it imports are found.
-func scriptPath(tb testing.TB) string {
-	tb.Helper()
-	testenv.RequireCommand(tb, "node", "apt-get install nodejs")
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		tb.Fatal("geojsoncheck: no source path")
-	}
-	dir := filepath.Dir(file)
-	for _, pkg := range []string{"@mapbox/geojsonhint", "jsts"} {
-		if _, err := os.Stat(filepath.Join(dir, "..", "node_modules", pkg)); err != nil {
-			testenv.Unavailable(tb, pkg, "npm --prefix internal/validators ci", err)
-		}
-	}
-	return filepath.Join(dir, "check.mjs")
 }
 
 // Polygons returns the ways mp breaks RFC 7946 and the rings' validity that

@@ -13,17 +13,13 @@
 package mvtcheck
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
-	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/internal/validators"
 )
 
 // Tile is one encoded tile and the name its defects are reported under.
@@ -73,7 +69,7 @@ func (r Report) BadRings() int {
 // the checker cannot run.
 func Check(tb testing.TB, tiles []Tile) Report {
 	tb.Helper()
-	script := scriptPath(tb)
+	script := validators.Script(tb, "check.mjs", "@mapbox/vector-tile", "pbf")
 	dir := tb.TempDir()
 	for _, t := range tiles {
 		if strings.ContainsAny(t.Name, `/\`) || t.Name == "" {
@@ -83,35 +79,10 @@ func Check(tb testing.TB, tiles []Tile) Report {
 			tb.Fatal(err)
 		}
 	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command("node", script, dir)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		tb.Fatalf("mvtcheck: node %s: %v\n%s", script, err, stderr.Bytes())
-	}
 	var r Report
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		tb.Fatalf("mvtcheck: %v in %q", err, stdout.Bytes())
-	}
+	validators.RunJSON(tb, script, nil, &r, dir)
 	if r.Tiles != len(tiles) {
 		tb.Fatalf("mvtcheck: %d tiles checked of %d", r.Tiles, len(tiles))
 	}
 	return r
-}
-
-// scriptPath returns check.mjs, beside this file, once node and the npm
-// packages it imports are found.
-func scriptPath(tb testing.TB) string {
-	tb.Helper()
-	testenv.RequireCommand(tb, "node", "apt-get install nodejs")
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		tb.Fatal("mvtcheck: no source path")
-	}
-	dir := filepath.Dir(file)
-	modules := filepath.Join(dir, "..", "node_modules", "@mapbox", "vector-tile")
-	if _, err := os.Stat(modules); err != nil {
-		testenv.Unavailable(tb, "@mapbox/vector-tile", "npm --prefix internal/validators ci", err)
-	}
-	return filepath.Join(dir, "check.mjs")
 }
