@@ -29,6 +29,10 @@ type Model struct {
 	// request is charged its price up front and then settled down to that,
 	// never up. See Work.
 	Settle *WorkModel `json:"settle,omitempty"`
+	// Geometry, when set, prices an answer with geometry (contains with
+	// geometry=true) by its size; without it such an answer costs Flat.
+	// See GeometryBytes.
+	Geometry *GeometryModel `json:"geometry,omitempty"`
 }
 
 // WorkModel prices measured work: a request costs PerMS units for each
@@ -76,6 +80,9 @@ func (m Model) Validate() error {
 	}
 	if w := m.Settle; w != nil && (!(w.PerMS >= 0) || !(w.PerFeature >= 0) || math.IsInf(w.PerMS, 0) || math.IsInf(w.PerFeature, 0)) {
 		return fmt.Errorf("cost: settle: per_ms and per_feature must be finite and not negative")
+	}
+	if err := m.Geometry.validate(); err != nil {
+		return err
 	}
 	for layer, t := range m.Tiles {
 		if t.Max < 1 || t.RefZoom < 0 || t.RefZoom > 30 {
