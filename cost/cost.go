@@ -4,7 +4,8 @@
 // A radius search costs in proportion to the area it searches; a tile costs
 // more the lower its zoom, since it covers four times the ground of a tile
 // one zoom in; a tile served from the cache costs a fraction of a rendered
-// one. Every price is at least one unit.
+// one, and a tile with nothing in it costs one unit at any zoom. Every price
+// is at least one unit.
 package cost
 
 import (
@@ -127,6 +128,15 @@ func (m Model) Tile(layer string, z int) int64 {
 	}
 	return min(t.Max, int64(1)<<(2*d))
 }
+
+// EmptyTile returns the price of a tile with nothing in it, of any layer,
+// at any zoom, rendered or cached: one unit, the least a request costs. A
+// map asks for every tile its view covers, and at low zooms most tiles of a
+// sparse layer are empty (counties outside the United States, places over
+// the sea): priced by the ground they cover, they would spend a plan's
+// burst on nothing. A tile is charged its price up front and settled down
+// to this once it is found empty.
+func (m Model) EmptyTile() int64 { return 1 }
 
 // CachedTile returns the price of a tile served from the cache: the price
 // of rendering it divided by HitDivisor, rounded up.

@@ -127,14 +127,14 @@ func ExampleModel_Radius() {
 func ExampleModel_Tile() {
 	m := Model{RadiusUnit: 2000, HitDivisor: 4, Flat: 1, Tiles: map[string]TileModel{"places": {RefZoom: 10, Max: 16}}}
 	for _, z := range []int{12, 10, 9, 8, 2} {
-		fmt.Printf("z%-2d miss %2d hit %d\n", z, m.Tile("places", z), m.CachedTile("places", z))
+		fmt.Printf("z%-2d miss %2d hit %d empty %d\n", z, m.Tile("places", z), m.CachedTile("places", z), m.EmptyTile())
 	}
 	// Output:
-	// z12 miss  1 hit 1
-	// z10 miss  1 hit 1
-	// z9  miss  4 hit 1
-	// z8  miss 16 hit 4
-	// z2  miss 16 hit 4
+	// z12 miss  1 hit 1 empty 1
+	// z10 miss  1 hit 1 empty 1
+	// z9  miss  4 hit 1 empty 1
+	// z8  miss 16 hit 4 empty 1
+	// z2  miss 16 hit 4 empty 1
 }
 
 func TestWork(t *testing.T) {

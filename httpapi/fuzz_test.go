@@ -26,6 +26,7 @@ import (
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quotahttp"
 	"github.com/tileapi/tileapi/tilecache"
 	"github.com/tileapi/tileapi/tiles"
 )
@@ -211,6 +212,12 @@ func checkAnswer(t *testing.T, req *http.Request, rec *httptest.ResponseRecorder
 		var err error
 		if cost, err = strconv.ParseInt(rec.Header().Get("X-RateLimit-Cost"), 10, 64); err != nil || cost < 1 {
 			t.Fatalf("%s %v: charged, with X-RateLimit-Cost %q", target, req.Header, rec.Header().Get("X-RateLimit-Cost"))
+		}
+		// Settled down after the work (an empty tile): it costs that.
+		if s := rec.Header().Get(quotahttp.HeaderSettledCost); s != "" {
+			if cost, err = strconv.ParseInt(s, 10, 64); err != nil || cost < 1 {
+				t.Fatalf("%s %v: settled, with %s %q", target, req.Header, quotahttp.HeaderSettledCost, s)
+			}
 		}
 	}
 	switch {

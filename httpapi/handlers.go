@@ -128,7 +128,8 @@ func (s *Server) handleTileJSON(w http.ResponseWriter, r *http.Request) {
 
 // handleTile serves GET /v1/tiles/{layer}/{z}/{x}/{y}.mvt (and .pbf). A
 // cached tile is charged the cheaper hit price; X-Tile-Cache says HIT or
-// MISS.
+// MISS. An empty tile costs one unit (cost.Model.EmptyTile): priced so up
+// front when cached, settled down to it once rendered.
 func (s *Server) handleTile(w http.ResponseWriter, r *http.Request) {
 	l, t, err := tiles.Parse(chi.URLParam(r, "layer"), chi.URLParam(r, "z"), chi.URLParam(r, "x"), chi.URLParam(r, "y"))
 	if err != nil {
@@ -189,6 +190,7 @@ func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile
 				contentType: tiles.MediaType,
 				body:        body,
 				etag:        `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`,
+				empty:       !lk.hit && len(body) == 0, // a cached one is priced empty up front
 				header: http.Header{
 					"X-Tile-Cache":  {state},
 					"Cache-Control": {"private, max-age=3600"},
@@ -199,7 +201,7 @@ func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile
 	p, ok := s.cfg.TileCache.(tilePrefetcher)
 	if !ok {
 		if s.lookUp(r.Context(), lk); lk.hit {
-			m.cost = hitPrice
+			m.cost = cachedPrice(c, lk, hitPrice)
 		}
 		return m
 	}
@@ -224,11 +226,12 @@ func (o ownCharges) Charge(ctx context.Context, identity string, plan quota.Plan
 }
 
 // chargeTile charges a tile at the miss price with its cache lookup in the
-// same round trip. A hit then costs the hit price: the difference is given
-// back off the client's path (lowerTile). Only when the miss price does not
-// fit and the tile is cached is there a second round trip, a charge at the
-// hit price. Where the lookup could not ride along (the quota in process,
-// or a denial the deny cache answered) it is made on its own.
+// same round trip. A hit then costs the hit price (an empty one, one unit):
+// the difference is given back off the client's path (lowerTile). Only
+// when the miss price does not fit and the tile is cached is there a
+// second round trip, a charge at the hit price. Where the lookup could not
+// ride along (the quota in process, or a denial the deny cache answered)
+// it is made on its own.
 func (s *Server) chargeTile(ctx context.Context, store quotahttp.Store, c caller, p tilePrefetcher, lk *tileLookup, missPrice, hitPrice int64) (quota.Decision, error) {
 	rctx, read := p.Prefetch(ctx, lk.key)
 	d, err := store.Charge(rctx, c.identity, c.plan.Quota, missPrice)
@@ -238,15 +241,19 @@ func (s *Server) chargeTile(ctx context.Context, store quotahttp.Store, c caller
 		s.looked(ctx, lk, body, hit, rerr)
 	case storeFailure(err) != err:
 		s.looked(ctx, lk, nil, false, nil) // Redis fails: a miss, with no second wait
-	case err == nil && !d.Allowed && s.deniedFromMemory(c, hitPrice):
-		// The deny cache refused both prices: whether the tile is cached
-		// changes nothing, so a client hammering after its 429 costs no
-		// round trip, not even the lookup.
+	case err == nil && !d.Allowed && s.deniedFromMemory(c, c.plan.Cost.EmptyTile()):
+		// The deny cache refused the least a tile can cost (a cached
+		// empty one): whether the tile is cached changes nothing, so a
+		// client hammering after its 429 costs no round trip, not even the
+		// lookup.
 		return d, nil
 	default:
 		s.lookUp(ctx, lk)
 	}
-	if !lk.hit || hitPrice >= missPrice {
+	if !lk.hit {
+		return d, err
+	}
+	if hitPrice = cachedPrice(c, lk, hitPrice); hitPrice >= missPrice {
 		return d, err
 	}
 	var tooCostly *quota.TooCostlyError
@@ -257,6 +264,15 @@ func (s *Server) chargeTile(ctx context.Context, store quotahttp.Store, c caller
 		return store.Charge(ctx, c.identity, c.plan.Quota, hitPrice)
 	}
 	return d, err
+}
+
+// cachedPrice is the price of a tile the cache holds: its hit price, or
+// that of an empty tile if it holds nothing.
+func cachedPrice(c caller, lk *tileLookup, hitPrice int64) int64 {
+	if len(lk.cached) == 0 {
+		return min(hitPrice, c.plan.Cost.EmptyTile())
+	}
+	return hitPrice
 }
 
 // deniedFromMemory reports whether the deny cache refuses c a charge of

@@ -135,6 +135,7 @@ type response struct {
 	contentType string
 	body        []byte
 	features    int         // how many features the work returned, for settling
+	empty       bool        // a tile rendered with nothing in it: settled to cost.Model.EmptyTile
 	header      http.Header // extra headers
 	etag        string      // for If-None-Match; empty for none
 }
@@ -369,7 +370,7 @@ func (s *Server) runWork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h := w.Header()
-	s.settle(r, h, callerOf(r), took, resp.features)
+	s.settle(r, h, callerOf(r), took, resp)
 	for k, v := range resp.header {
 		h[k] = v
 	}
@@ -386,21 +387,30 @@ func (s *Server) runWork(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(resp.body)
 }
 
-// settle lowers an admitted charge to the price of the work measured, if
-// the plan prices work (cost.Model.Settle): X-RateLimit-Cost stays the
-// price charged up front, X-Quota-Settled-Cost is what the request costs
-// in the end, and RateLimit shows the units given back.
-func (s *Server) settle(r *http.Request, h http.Header, c caller, took time.Duration, features int) {
+// settle lowers an admitted charge to the price of what the work did: an
+// empty tile to cost.Model.EmptyTile, anything else to the price of the
+// work measured, if the plan prices work (cost.Model.Settle).
+// X-RateLimit-Cost stays the price charged up front, X-Quota-Settled-Cost
+// is what the request costs in the end, and RateLimit shows the units
+// given back.
+func (s *Server) settle(r *http.Request, h http.Header, c caller, took time.Duration, resp *response) {
 	g, _ := quotahttp.FromContext(r.Context())
 	charged := g.Decision.Receipt.Cost()
 	if g.Status == quotahttp.StatusUnmeteredPending {
 		charged = g.Cost // owed, and charged once Redis answers
 	}
-	if charged == 0 || c.plan.Cost.Settle == nil {
+	var price int64
+	switch {
+	case charged == 0:
+		return
+	case resp.empty:
+		price = min(charged, c.plan.Cost.EmptyTile())
+	case c.plan.Cost.Settle != nil:
+		price = c.plan.Cost.Work(charged, float64(took.Microseconds())/1000, resp.features)
+	default:
 		return
 	}
-	ms := float64(took.Microseconds()) / 1000
-	if price := c.plan.Cost.Work(charged, ms, features); price < charged && quotahttp.Settle(r.Context(), price) == nil {
+	if price < charged && quotahttp.Settle(r.Context(), price) == nil {
 		return
 	}
 	// Nothing to give back, or a store that failed to: the price stands.

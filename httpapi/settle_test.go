@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"io"
 	"net/http"
 	"slices"
 	"testing"
+	"time"
 )
 
 // A plan that prices work charges a request its price up front, then
@@ -41,4 +43,42 @@ func TestSettleOnWork(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An empty tile costs one unit at any zoom: rendered, it is charged its
+// price up front and settled down to one; cached, it is priced one up
+// front. A tile with anything in it keeps its price.
+func TestEmptyTile(t *testing.T) {
+	eachMode(t, func(t *testing.T, opts ...option) {
+		e := newEnv(t, opts...)
+		const empty = "/v1/tiles/counties/5/16/10.mvt" // Central Europe: no county
+		for _, tc := range []struct {
+			path, cache, cost, settled string
+			size                       func(int) bool
+		}{
+			{empty, "MISS", "16", "1", func(n int) bool { return n == 0 }},
+			{empty, "HIT", "1", "", func(n int) bool { return n == 0 }},
+			{"/v1/tiles/counties/5/7/12.mvt", "MISS", "16", "", func(n int) bool { return n > 0 }}, // Kansas
+		} {
+			resp := e.get(t, tc.path, key("std")...)
+			body, _ := io.ReadAll(resp.Body)
+			e.cacheWritten(t)
+			h := resp.Header
+			if resp.StatusCode != http.StatusOK || h.Get("X-Tile-Cache") != tc.cache || h.Get("X-RateLimit-Cost") != tc.cost || h.Get(headerSettledCost) != tc.settled || !tc.size(len(body)) {
+				t.Errorf("%s: status %d, %s, cost %q settled %q, %d bytes; want 200, %s, cost %q settled %q",
+					tc.path, resp.StatusCode, h.Get("X-Tile-Cache"), h.Get("X-RateLimit-Cost"), h.Get(headerSettledCost), len(body), tc.cache, tc.cost, tc.settled)
+			}
+		}
+		// A hit's charge is lowered off the client's path with the quota in
+		// Redis: wait for it.
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			u := e.used(t, key("std")...)
+			if slices.Equal(u, []int64{18, 18}) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("used %v, want [18 18]: 1 and 1 for the empty tile, 16 for the full one", u)
+			}
+		}
+	})
 }

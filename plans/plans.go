@@ -40,7 +40,8 @@ type Plan struct {
 // DefaultCost is the cost model of the compiled-in plans: a search of 2 km
 // costs one unit (5 km: 7, 10 km: 25, 20 km: 100); a tile costs one unit at
 // or above its layer's reference zoom and four times more each zoom out, up
-// to the layer's cap; a cached tile a quarter of that; anything else one.
+// to the layer's cap; a cached tile a quarter of that; an empty tile one
+// (cost.Model.EmptyTile); anything else one.
 func DefaultCost() cost.Model {
 	return cost.Model{
 		RadiusUnit: 2000,
@@ -78,7 +79,13 @@ func Defaults() Set {
 		// bounds little and would keep a counter for a month for every
 		// network that ever called. Its state goes with its windows.
 		plan(Anonymous, 30, 120, 0, 5_000, 6),
-		plan("free", 100, 600, 100_000, 20_000, 8),
+		// A map's first view of 1024x768 pixels, three layers, costs the
+		// free plan up to about 220 units (zoom 3 over the United
+		// States; 30 at zoom 10): the burst holds the costliest with
+		// room for the six tiles a browser has in flight at once, each
+		// charged its price until it is found empty; the minute, five of
+		// them.
+		plan("free", 300, 1200, 100_000, 20_000, 8),
 		plan("pro", 1000, 12_000, 5_000_000, 50_000, 32),
 	}, 0)
 	if err != nil {

@@ -18,7 +18,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("Names() = %v", got)
 	}
 	free, ok := s.Lookup("free")
-	if !ok || free.Quota.MaxCost() != 100 || free.MaxRadius != 20_000 {
+	if !ok || free.Quota.MaxCost() != 300 || free.MaxRadius != 20_000 {
 		t.Errorf("free = %+v", free)
 	}
 	// Every default plan can afford its own largest radius and every tile.
