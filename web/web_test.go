@@ -263,13 +263,13 @@ func chromiumPath(t testing.TB) string {
 	return ""
 }
 
-// newBrowser starts headless Chromium with a fresh profile, closed when the
-// test ends.
-func newBrowser(t testing.TB, path string) context.Context {
+// newBrowser starts headless Chromium with a fresh profile, and extra
+// flags, closed when the test ends.
+func newBrowser(t testing.TB, path string, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	ctx, cancelAlloc := chromedp.NewExecAllocator(ctx,
+	ctx, cancelAlloc := chromedp.NewExecAllocator(ctx, append([]chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.Headless,
@@ -280,7 +280,7 @@ func newBrowser(t testing.TB, path string) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
-	)
+	}, extra...)...)
 	t.Cleanup(cancelAlloc)
 	ctx, cancelTab := chromedp.NewContext(ctx, chromedp.WithLogf(t.Logf))
 	t.Cleanup(cancelTab)
