@@ -59,7 +59,8 @@ func (s *Server) handleWithin(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleContains serves GET /v1/geofence/contains?lng=&lat=[&geometry=true]:
-// the countries and counties that contain the point.
+// the countries and counties that contain the point. With geometry it is
+// priced by the size of the answer (cost.Model.GeometryBytes).
 func (s *Server) handleContains(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
 	q, err := geofence.ParseContains(v.Get("lng"), v.Get("lat"))
@@ -71,7 +72,7 @@ func (s *Server) handleContains(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.gate(w, r, func(c caller) (metered, error) {
-		return metered{
+		m := metered{
 			route: "contains",
 			cost:  c.plan.Cost.Flat,
 			work: func(ctx context.Context) (*response, error) {
@@ -79,9 +80,24 @@ func (s *Server) handleContains(w http.ResponseWriter, r *http.Request) {
 				if err != nil {
 					return nil, err
 				}
-				return geoJSON(geofence.FenceCollection(fs), len(fs))
+				resp, err := geoJSON(geofence.FenceCollection(fs), len(fs))
+				if err == nil && q.Geometry {
+					resp.sized = c.plan.Cost.GeometryBytes(len(resp.body))
+				}
+				return resp, err
 			},
-		}, nil
+		}
+		if q.Geometry {
+			// Its size is known once it is made: charged the most an answer
+			// with geometry costs, and settled down to its bytes.
+			m.cost = c.plan.Cost.GeometryBound()
+			m.fits = func(p *problem, budget int64) {
+				if c.plan.Cost.Flat <= budget {
+					p.Field = "geometry" // without it, it fits
+				}
+			}
+		}
+		return m, nil
 	})
 }
 

@@ -136,6 +136,7 @@ type response struct {
 	body        []byte
 	features    int         // how many features the work returned, for settling
 	empty       bool        // a tile rendered with nothing in it: settled to cost.Model.EmptyTile
+	sized       int64       // what its bytes cost, where they set its price (cost.Model.GeometryBytes); 0 for none
 	header      http.Header // extra headers
 	etag        string      // for If-None-Match; empty for none
 }
@@ -388,8 +389,9 @@ func (s *Server) runWork(w http.ResponseWriter, r *http.Request) {
 }
 
 // settle lowers an admitted charge to the price of what the work did: an
-// empty tile to cost.Model.EmptyTile, anything else to the price of the
-// work measured, if the plan prices work (cost.Model.Settle).
+// empty tile to cost.Model.EmptyTile, an answer priced by its size to what
+// its bytes cost, and that or anything else to the price of the work
+// measured, if the plan prices work (cost.Model.Settle).
 // X-RateLimit-Cost stays the price charged up front, X-Quota-Settled-Cost
 // is what the request costs in the end, and RateLimit shows the units
 // given back.
@@ -405,8 +407,12 @@ func (s *Server) settle(r *http.Request, h http.Header, c caller, took time.Dura
 		return
 	case resp.empty:
 		price = min(charged, c.plan.Cost.EmptyTile())
-	case c.plan.Cost.Settle != nil:
-		price = c.plan.Cost.Work(charged, float64(took.Microseconds())/1000, resp.features)
+	case resp.sized > 0 || c.plan.Cost.Settle != nil:
+		price = charged
+		if resp.sized > 0 {
+			price = min(price, resp.sized)
+		}
+		price = c.plan.Cost.Work(price, float64(took.Microseconds())/1000, resp.features)
 	default:
 		return
 	}

@@ -52,6 +52,10 @@ func DefaultCost() cost.Model {
 		},
 		HitDivisor: 4,
 		Flat:       1,
+		// An answer with geometry: a unit per 4 KiB (a tile of one unit at
+		// zoom 10 is about 2.6 KiB), at most the dearest tile's 16, which
+		// is charged up front and settled down to the bytes returned.
+		Geometry: &cost.GeometryModel{UnitBytes: 4096, Max: 16},
 	}
 }
 
@@ -228,6 +232,9 @@ func (p Plan) validate() error {
 	}
 	if p.Cost.Flat > quota.MaxUnits {
 		return fmt.Errorf("plan %q: cost: flat %d is above %d units", p.Name, p.Cost.Flat, int64(quota.MaxUnits))
+	}
+	if b := p.Cost.GeometryBound(); b > quota.MaxUnits {
+		return fmt.Errorf("plan %q: cost: geometry: max %d is above %d units", p.Name, b, int64(quota.MaxUnits))
 	}
 	for layer, t := range p.Cost.Tiles {
 		if t.Max > quota.MaxUnits {
