@@ -50,6 +50,11 @@ type Gate struct {
 	overdraft overdrafter
 	backlog   *backlog // what the gate owes the store
 	policies  policyCache
+	// waits holds the requests waiting their turn (WithMaxWait); nil when
+	// none may wait.
+	maxWait                   time.Duration
+	maxWaiters, maxWaitersPer int
+	waits                     *waiters
 }
 
 // writeHeaders writes the quota headers of d, a decision under plan.
@@ -80,6 +85,9 @@ func New(store Store, opts ...Option) *Gate {
 		onError:  WriteProblem,
 		observe:  func(*http.Request, Event) {},
 		backlog:  newBacklog(DefaultPendingLimit),
+		// Waiting is off until WithMaxWait; these are its caps.
+		maxWaiters:    DefaultMaxWaiters,
+		maxWaitersPer: DefaultMaxWaitersPerIdentity,
 	}
 	g.overdraft, _ = store.(overdrafter)
 	for _, o := range opts {
@@ -87,6 +95,9 @@ func New(store Store, opts ...Option) *Gate {
 	}
 	if g.plan == nil {
 		panic("quotahttp: New: no plan: give WithPlan or WithPlanFunc")
+	}
+	if g.maxWait > 0 && !g.shadow {
+		g.waits = newWaiters(g.maxWait, g.maxWaiters, g.maxWaitersPer)
 	}
 	if g.observe == nil {
 		g.observe = func(*http.Request, Event) {}
@@ -160,10 +171,14 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 	if g.observed {
 		start = time.Now() // the clock is read only for an observer
 	}
-	d, err := g.charge(r.Context(), identity, plan, m.Cost)
+	d, waited, err := g.admit(r, identity, plan, m.Cost)
+	if waited > 0 && err != nil && r.Context().Err() != nil {
+		g.onError(w, r, err) // gone while it waited its turn: nothing charged
+		return
+	}
 	if err == nil && d.Allowed {
 		if g.observed {
-			g.observe(r, Event{Kind: EventAllowed, Identity: identity, Plan: plan, Cost: m.Cost, Decision: d, Latency: time.Since(start)})
+			g.observe(r, Event{Kind: EventAllowed, Identity: identity, Plan: plan, Cost: m.Cost, Decision: d, Latency: time.Since(start) - waited, Waited: waited})
 		}
 		m.Status, m.Decision = StatusCharged, d
 		g.headers.write(w.Header(), d, g.policies.policy(plan, d), &m.values)
@@ -172,9 +187,9 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 		return
 	}
 
-	e := Event{Identity: identity, Plan: plan, Cost: m.Cost, Decision: d, Err: err}
+	e := Event{Identity: identity, Plan: plan, Cost: m.Cost, Decision: d, Err: err, Waited: waited}
 	if g.observed {
-		e.Latency = time.Since(start)
+		e.Latency = time.Since(start) - waited
 	}
 	var tooCostly *quota.TooCostlyError
 	switch {

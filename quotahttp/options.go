@@ -123,6 +123,9 @@ type Event struct {
 	Err error
 	// Latency is how long the store took to charge.
 	Latency time.Duration
+	// Waited is how long the request waited in its caller's line before
+	// its last charge (see WithMaxWait).
+	Waited time.Duration
 }
 
 // EventKind says what an Event is.
@@ -145,4 +148,7 @@ const (
 	EventChargeApplied     // a pending charge was made (Units 0: an earlier try was, its answer lost)
 	EventChargeRetryFailed // a pending charge failed; it is tried again
 	EventChargeDropped     // a pending charge was given up: its units are never charged
+	// The request joined its caller's line to wait its turn (WithMaxWait);
+	// its Decision is the denial it waits out, if it was charged before.
+	EventWaiting
 )
