@@ -79,6 +79,11 @@ func NewDenyCache(store Store) *DenyCache {
 // (its RetryAfter counting down), and asks the store otherwise, returning
 // its errors (see Store).
 func (c *DenyCache) Charge(ctx context.Context, identity string, plan Plan, cost int64) (Decision, error) {
+	// A charge no limit could ever admit is told so (ErrTooCostly), and a
+	// bad one refused, before any remembered denial answers it.
+	if err := checkCharge(identity, plan, cost); err != nil {
+		return Decision{}, err
+	}
 	now := c.now()
 	if d, ok := c.remembered(identity, plan, cost, now); ok {
 		return d, nil

@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -94,5 +95,19 @@ func TestDenyCache(t *testing.T) {
 	time.Sleep(d.RetryAfter + 10*time.Millisecond)
 	if d := charge(t, c, "a", p, 9); d.Allowed != true {
 		t.Errorf("after the retry time: %+v, want admitted", d)
+	}
+}
+
+// A charge above a limit's max is a *TooCostlyError whatever the cache
+// remembers: a client told 429 would retry what no wait admits.
+func TestDenyCacheTooCostly(t *testing.T) {
+	c := NewDenyCache(NewMemory(newClock().Now))
+	p := mustPlan(t, "deny", Limit{Name: "w", Max: 10, Window: 2 * time.Second})
+	charge(t, c, "a", p, 10)
+	if d := charge(t, c, "a", p, 5); d.Allowed {
+		t.Fatal("5 more units of 10 with 10 used were admitted")
+	}
+	if _, err := c.Charge(context.Background(), "a", p, 11); !errors.Is(err, ErrTooCostly) {
+		t.Errorf("11 units against a max of 10, with a denial remembered: %v, want ErrTooCostly", err)
 	}
 }
