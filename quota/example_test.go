@@ -106,3 +106,21 @@ func ExampleNewRedis() {
 	}
 	fmt.Println(d.Allowed, d.BindingLimit().Remaining)
 }
+
+// A day or a month counts from midnight, or the first of the month, in the
+// plan's time zone: the day Paris's clocks go forward is 23 hours long.
+func ExamplePeriod_Bounds() {
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	at := time.Date(2027, 3, 28, 12, 0, 0, 0, paris)
+	start, end := quota.Day.Bounds(at, paris)
+	fmt.Println(start.Format(time.RFC3339), end.Sub(start))
+	start, end = quota.Month.Bounds(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), nil)
+	fmt.Println(start.Format(time.RFC3339), end.Sub(start))
+	// Output:
+	// 2027-03-28T00:00:00+01:00 23h0m0s
+	// 2026-12-01T00:00:00Z 744h0m0s
+}

@@ -24,6 +24,18 @@ func PerDay(max int64) Limit { return Limit{Name: "day", Max: max, Period: Day} 
 // PerMonth returns a limit named "month" of max units per calendar month.
 func PerMonth(max int64) Limit { return Limit{Name: "month", Max: max, Period: Month} }
 
+// Bounds returns the start and the end of the period of p that holds t,
+// in loc (UTC if nil), as a store counts it: from midnight, or the first
+// of the month, to the next one (a day is 23 or 25 hours long where the
+// clocks change). It is for a Period limit.
+func (p Period) Bounds(t time.Time, loc *time.Location) (start, end time.Time) {
+	if loc == nil {
+		loc = time.UTC
+	}
+	s := p.start(t, loc)
+	return s, p.next(s)
+}
+
 // start returns the start of the period that holds t, in loc.
 func (p Period) start(t time.Time, loc *time.Location) time.Time {
 	t = t.In(loc)

@@ -179,23 +179,10 @@ func (p *cachedPolicy) appendPolicy(buf []byte) []byte {
 // clocks change in it), as quota counts them: from midnight, or the first
 // of the month, to the next.
 func periodEnding(p quota.Period, loc *time.Location, end time.Time) (start, stop time.Time) {
-	startOf := func(t time.Time) time.Time {
-		t = t.In(loc)
-		if p == quota.Month {
-			return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, loc)
-		}
-		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, loc)
-	}
-	next := func(s time.Time) time.Time {
-		if p == quota.Month {
-			return time.Date(s.Year(), s.Month()+1, 1, 0, 0, 0, 0, loc)
-		}
-		return time.Date(s.Year(), s.Month(), s.Day()+1, 0, 0, 0, 0, loc)
-	}
-	before := startOf(end) // the boundary at or before end, and the one after
-	after := next(before)
+	before, after := p.Bounds(end, loc) // the boundary at or before end, and the one after
 	if end.Sub(before) < after.Sub(end) {
-		return startOf(before.Add(-time.Nanosecond)), before
+		prev, _ := p.Bounds(before.Add(-time.Nanosecond), loc)
+		return prev, before
 	}
 	return before, after
 }
