@@ -235,6 +235,9 @@ func (s *Server) newGate(store quotahttp.Store) *quotahttp.Gate {
 	if s.cfg.Shadow {
 		opts = append(opts, quotahttp.WithShadow())
 	}
+	if s.cfg.QuotaMaxWait > 0 {
+		opts = append(opts, quotahttp.WithMaxWait(s.cfg.QuotaMaxWait))
+	}
 	return quotahttp.New(store, opts...)
 }
 

@@ -129,6 +129,11 @@ type Config struct {
 	// QuotaTimeout bounds each call of the quota store and of the tile
 	// cache (default 50ms).
 	QuotaTimeout time.Duration
+	// QuotaMaxWait, when positive, is the longest a request the quota
+	// refuses waits server-side for its turn instead of a 429, holding its
+	// connection and in-flight slot meanwhile (quotahttp.WithMaxWait);
+	// 0 answers 429 at once.
+	QuotaMaxWait time.Duration
 	// KeyTimeout bounds a lookup in the key store of a key the index does
 	// not know (default 1s).
 	KeyTimeout time.Duration

@@ -171,6 +171,7 @@ func TestParseServeErrors(t *testing.T) {
 		{env: map[string]string{"TILEAPI_SHADOW": "maybe"}, want: `-shadow (TILEAPI_SHADOW): "maybe" is not 1, true, yes or 0, false, no`},
 		{env: map[string]string{"TILEAPI_TILE_CACHE_TTL": "0s"}, want: "-tile-cache-ttl (TILEAPI_TILE_CACHE_TTL): 0s: want a positive duration"},
 		{args: []string{"-key-cache-ttl", "-1s"}, want: "-key-cache-ttl (TILEAPI_KEY_CACHE_TTL): -1s: want a positive duration"},
+		{env: map[string]string{"TILEAPI_QUOTA_MAX_WAIT": "-100ms"}, want: "-quota-max-wait (TILEAPI_QUOTA_MAX_WAIT): -100ms: want 0 (off) or a positive duration"},
 		{env: map[string]string{"TILEAPI_ANONYMOUS_IPV6_PREFIX": "/56"}, want: `-anonymous-ipv6-prefix (TILEAPI_ANONYMOUS_IPV6_PREFIX): "/56" is not a whole number`},
 		{env: map[string]string{"TILEAPI_ANONYMOUS_IPV6_PREFIX": "16"}, want: "-anonymous-ipv6-prefix (TILEAPI_ANONYMOUS_IPV6_PREFIX): 16: want a prefix length from 32 to 128"},
 		{env: map[string]string{"TILEAPI_MAX_CONNS": "-5"}, want: "-max-conns (TILEAPI_MAX_CONNS): -5: want a positive number"},

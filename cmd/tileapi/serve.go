@@ -42,6 +42,7 @@ type serveConfig struct {
 	adminOnPublic, demoKeysInDatabase                            bool
 	anonymous, shadow, requireRedis, redisBatch                  bool
 	quotaTimeout, keyCacheTTL, tileCacheTTL, queryTimeout        time.Duration
+	quotaMaxWait                                                 time.Duration
 	inFlightLease, ledgerFlush                                   time.Duration
 	redisPrefix                                                  string
 	dbMaxConns                                                   int
@@ -70,20 +71,27 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 			err = fmt.Errorf("%s: "+format, append([]any{setting(name, envName)}, v...)...)
 		}
 	}
-	// Every duration of serve must be positive (checked after parsing).
+	// Every duration of serve must be positive, or not negative where 0
+	// turns its feature off (checked after parsing).
 	var durations []func() error
-	dur := func(p *time.Duration, name, envName, def, usage string) {
+	duration := func(p *time.Duration, offAtZero bool, name, envName, def, usage string) {
 		d, perr := time.ParseDuration(env(envName, def))
 		if perr != nil {
 			bad(name, envName, "%q is not a duration such as 50ms or 2s", getenv(envName))
 		}
 		fs.DurationVar(p, name, d, usage+" ($"+envName+")")
 		durations = append(durations, func() error {
-			if *p <= 0 {
+			switch {
+			case offAtZero && *p < 0:
+				return fmt.Errorf("%s: %s: want 0 (off) or a positive duration", setting(name, envName), *p)
+			case !offAtZero && *p <= 0:
 				return fmt.Errorf("%s: %s: want a positive duration", setting(name, envName), *p)
 			}
 			return nil
 		})
+	}
+	dur := func(p *time.Duration, name, envName, def, usage string) {
+		duration(p, false, name, envName, def, usage)
 	}
 	boolean := func(p *bool, name, envName string, def bool, usage string) {
 		v := def
@@ -131,6 +139,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	integer(&c.anonymousIPv6Prefix, "anonymous-ipv6-prefix", "TILEAPI_ANONYMOUS_IPV6_PREFIX", httpapi.DefaultAnonymousIPv6Prefix, "prefix length, 32 to 128, by which anonymous IPv6 clients are counted: the addresses of one /N share one anonymous budget")
 	integer(&c.maxConns, "max-conns", "TILEAPI_MAX_CONNS", 0, "most client connections open at once; at the cap a new one closes the longest-idle keep-alive, or waits; 0: the open-file limit less what Redis, the database and the process need")
 	dur(&c.quotaTimeout, "quota-timeout", "TILEAPI_QUOTA_TIMEOUT", "50ms", "time budget of one quota call")
+	duration(&c.quotaMaxWait, true, "quota-max-wait", "TILEAPI_QUOTA_MAX_WAIT", "0s", "longest a request the quota refuses waits server-side for its turn instead of a 429 (a few hundred ms for map clients); 0: off")
 	dur(&c.keyCacheTTL, "key-cache-ttl", "TILEAPI_KEY_CACHE_TTL", "5s", "how often the in-process key index reads the key store's changes: a revoked key stops working, and a plan change applies, within it")
 	dur(&c.inFlightLease, "in-flight-lease", "TILEAPI_IN_FLIGHT_LEASE", "10s", "how long an in-flight slot lasts unless renewed: a dead server's slots come free within it")
 	dur(&c.ledgerFlush, "ledger-flush", "TILEAPI_LEDGER_FLUSH", "1s", "how often each server writes its charges to the usage ledger (with REDIS_URL and DATABASE_URL): a Redis that loses its counters loses at most this much of each server's")
@@ -215,7 +224,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	cfg := httpapi.Config{
 		Plans: ps, NoAnonymous: !c.anonymous, FailClosed: c.quotaFailure == "closed", Shadow: c.shadow,
-		QuotaTimeout: c.quotaTimeout, KeyTimeout: c.queryTimeout, AdminToken: c.adminToken, AdminOnPublic: c.adminOnPublic,
+		QuotaTimeout: c.quotaTimeout, QuotaMaxWait: c.quotaMaxWait, KeyTimeout: c.queryTimeout, AdminToken: c.adminToken, AdminOnPublic: c.adminOnPublic,
 		PublicURL: c.publicURL, Logger: log, UnknownKeys: c.unknownKeys,
 		TrustedProxies: c.proxies, AllowedOrigins: c.origins, AnonymousIPv6Prefix: c.anonymousIPv6Prefix,
 	}
