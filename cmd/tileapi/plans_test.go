@@ -31,7 +31,7 @@ func TestPlansCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		`(?m)^free +100 per 5s \(burst\), 600 per 1m0s \(minute\), 100000 per month \(month\) +20000 m +20000 m +8$`,
+		`(?m)^free +300 per 5s \(burst\), 1200 per 1m0s \(minute\), 100000 per month \(month\) +20000 m +34641 m +8$`,
 		`(?m)^tiny +5 per 10s \(w\) +3000 m +4472 m +no limit$`,
 		`(?m)^free +1 +1 +7 +25 +100 +625$`,
 		`(?m)^pro places +16/4 +16/4 +16/4 +16/4 +16/4 +4/1 +1/1 +1/1 +1/1$`,
