@@ -58,10 +58,11 @@ func (r result) slowQuery() bool {
 }
 
 // outcome names a response as the failure policy does: its status, its
-// problem code if any, and its X-Quota-Status if any: "200 charged",
-// "503 quota-unavailable", "504 query-timeout refunded". A 503 without
-// Retry-After, or a refund without RateLimit headers, says so, and matches
-// no policy.
+// problem code if any, and its X-Quota-Status if any but refused, which a
+// refusal always says: "200 charged", "503 quota-unavailable", "504
+// query-timeout refunded". A 503 without Retry-After, a refund without
+// RateLimit headers, or a quota's refusal without X-Quota-Status: refused
+// says so, and matches no policy.
 func (r result) outcome() string {
 	switch {
 	case r.err != nil:
@@ -73,8 +74,12 @@ func (r result) outcome() string {
 		return "200 " + r.quota
 	}
 	s := fmt.Sprintf("%d %s", r.status, r.code)
-	if r.quota != "" {
+	switch {
+	case r.quota == "refused":
+	case r.quota != "":
 		s += " " + r.quota
+	case slices.Contains([]string{"quota-exceeded", "quota-exhausted", "concurrency-exceeded", "quota-unavailable"}, r.code):
+		s += " without X-Quota-Status: refused"
 	}
 	if r.quota == "refunded" && r.rateLimit == "" {
 		s += " without RateLimit"
