@@ -14,11 +14,14 @@ import (
 
 // Result is the outcome of one request.
 type Result struct {
-	Key       int           `json:"key"` // index into the run's keys
-	Target    int           `json:"target"`
-	Route     string        `json:"route"`
-	Status    int           `json:"status"` // 0 when the request failed
-	Cost      int64         `json:"cost"`   // X-RateLimit-Cost
+	Key    int    `json:"key"` // index into the run's keys
+	Target int    `json:"target"`
+	Route  string `json:"route"`
+	Status int    `json:"status"` // 0 when the request failed
+	Cost   int64  `json:"cost"`   // X-RateLimit-Cost
+	// Settled is what the request cost once settled (X-Quota-Settled-Cost,
+	// an empty tile's one unit); 0 when it was not.
+	Settled   int64         `json:"settled,omitempty"`
 	Remaining int64         `json:"remaining"`
 	Limit     string        `json:"limit,omitempty"` // the limit a 429 names
 	Code      string        `json:"code,omitempty"`  // the problem code of an error
@@ -28,6 +31,15 @@ type Result struct {
 	Latency   time.Duration `json:"latency_ns"`
 	Bytes     int           `json:"bytes"` // of the body, uncompressed
 	Err       string        `json:"err,omitempty"`
+}
+
+// held is what the quota holds of an answered request: its settled cost,
+// or the price it was charged.
+func (r Result) held() int64 {
+	if r.Settled > 0 {
+		return r.Settled
+	}
+	return r.Cost
 }
 
 // codeUnavailable is the problem code of a 503 from a server that fails
@@ -109,6 +121,7 @@ func do(ctx context.Context, hc *http.Client, base, secret string, req request) 
 	}
 	res.Status, res.Bytes = resp.StatusCode, len(body)
 	res.Cost, _ = strconv.ParseInt(resp.Header.Get("X-RateLimit-Cost"), 10, 64)
+	res.Settled, _ = strconv.ParseInt(resp.Header.Get("X-Quota-Settled-Cost"), 10, 64)
 	res.Remaining, _ = strconv.ParseInt(resp.Header.Get("X-RateLimit-Remaining"), 10, 64)
 	res.Cache = resp.Header.Get("X-Tile-Cache")
 	res.Quota = resp.Header.Get("X-Quota-Status")

@@ -200,7 +200,7 @@ func judge(k Key, limits []Limit, adm []Admission, results []Result, key int) Ke
 			v.Unavailable++
 		case r.Status == http.StatusOK:
 			v.Admitted++
-			v.AdmittedCost += r.Cost
+			v.AdmittedCost += r.held()
 		case r.Status == http.StatusTooManyRequests:
 			v.Denied++
 			v.DeniedCost += r.Cost

@@ -38,6 +38,8 @@ func TestJudge(t *testing.T) {
 		{"a 200 missing from the log", []Admission{{s, 6}}, ok, "Redis logged 1 admissions costing 6; the clients received 2 200s costing 10"},
 		{"a charge made after the server gave up: a 503 and an extra entry", []Admission{{s, 6}, {s + s/2, 4}, {3 * s, 1}},
 			append(ok, Result{Key: 0, Status: http.StatusServiceUnavailable, Code: codeUnavailable}), ""},
+		{"a 200 settled down, an empty tile", []Admission{{s, 6}, {s + s/2, 4}, {3 * s, 1}},
+			append(ok, Result{Key: 0, Status: http.StatusOK, Cost: 16, Settled: 1}), ""},
 		{"an extra entry with no 503", []Admission{{s, 6}, {s + s/2, 4}, {3 * s, 1}}, ok, "Redis logged 3 admissions costing 11"},
 		{"served unmetered", []Admission{{s, 6}, {s + s/2, 4}},
 			append(ok, Result{Key: 0, Status: http.StatusOK, Quota: "unmetered"}), "1 requests were served unmetered"},
