@@ -33,11 +33,7 @@ type pendingRig struct {
 
 func newPendingRig(t *testing.T, addr, directAddr string, plan quota.Plan, opts ...quotahttp.Option) *pendingRig {
 	t.Helper()
-	// A new connection sends no handshake (RESP2, no CLIENT SETINFO): once a
-	// try through a slow proxy has timed out and its connection closed, the
-	// next try's command still reaches Redis, rather than its handshake
-	// timing out before the command is sent.
-	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true, Protocol: 2, DisableIdentity: true})
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 	direct := redis.NewClient(&redis.Options{Addr: directAddr, MaxRetries: -1})
 	t.Cleanup(func() { client.Close(); direct.Close() })
 	prefix := fmt.Sprintf("pendingtest:%d:", time.Now().UnixNano())
@@ -208,7 +204,16 @@ func TestPendingChargeLostReply(t *testing.T) {
 		t.Fatalf("Redis out of memory: %d %s", code, status)
 	}
 	// Redis takes writes again, but its answers come back after the
-	// budget: the next try is made, and the gate never learns it.
+	// budget: the next try is made, and the gate never learns it. The
+	// switch is made while the retrier sleeps, 1.6 s after its fifth
+	// failure: a try sent between the two changes would meet the refusal
+	// late, lose its connection, and every later try would wait on a new
+	// connection's handshake, whose answer is as late.
+	for deadline := time.Now().Add(20 * time.Second); rig.count(quotahttp.EventChargeRetryFailed) < 5; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the gate did not retry the pending charge 5 times")
+		}
+	}
 	proxy.SetLatency(0, time.Second)
 	config("0")
 	for deadline := time.Now().Add(20 * time.Second); rig.used(t)[0] != 1+3; time.Sleep(10 * time.Millisecond) {
