@@ -9,7 +9,8 @@
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
-COPY go.mod go.sum ./
+COPY go.mod go.sum go.work ./
+COPY quota/go.mod quota/go.sum ./quota/
 RUN go mod download
 COPY . .
 ARG VERSION=dev

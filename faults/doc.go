@@ -2,7 +2,7 @@
 //
 // Each test starts real `tileapi serve` processes against a Redis of its
 // own and the test PostgreSQL, each reached through an
-// internal/faultproxy, drives them with concurrent clients, and while they
+// quota/quotatest/faultproxy, drives them with concurrent clients, and while they
 // run makes Redis die, hang, slow down, restart, run out of memory, lose
 // its scripts or fail over, kills one of the servers, or makes PostgreSQL
 // die or hang; then lifts the fault. Apart, it restarts Redis under the

@@ -23,12 +23,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/internal/faultproxy"
 	"github.com/tileapi/tileapi/internal/spatialtest"
-	"github.com/tileapi/tileapi/internal/testenv"
 	"github.com/tileapi/tileapi/loadtest"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/quotatest"
+	"github.com/tileapi/tileapi/quota/quotatest/faultproxy"
 )
 
 // The servers' configuration, and the bounds the suite holds them to.
@@ -102,11 +102,11 @@ func loadedDatabase(tb testing.TB) string {
 // proxy in front of each of Redis and PostgreSQL, and tileapi servers that
 // reach both through the proxies.
 type rig struct {
-	redis   *testenv.RedisServer // the primary: after a failover, the old replica
-	replica *testenv.RedisServer // nil unless the fault needs one
-	rproxy  *faultproxy.Proxy    // in front of Redis
-	dproxy  *faultproxy.Proxy    // in front of PostgreSQL
-	urls    []string             // the servers
+	redis   *quotatest.RedisServer // the primary: after a failover, the old replica
+	replica *quotatest.RedisServer // nil unless the fault needs one
+	rproxy  *faultproxy.Proxy      // in front of Redis
+	dproxy  *faultproxy.Proxy      // in front of PostgreSQL
+	urls    []string               // the servers
 	// adminURLs are the servers' admin listeners, in the order of urls.
 	adminURLs []string
 	servers   []*loadtest.Instance // in the order of urls
@@ -148,11 +148,11 @@ type apiKey struct {
 func newRig(t *testing.T, dbURL string, closed bool, f fault) *rig {
 	t.Helper()
 	// A replica's first sync starts at once, not after the default 5 s.
-	r := &rig{redis: testenv.StartRedisServer(t, "--repl-diskless-sync-delay", "0"), wiped: map[int64]int64{},
+	r := &rig{redis: quotatest.StartRedisServer(t, "--repl-diskless-sync-delay", "0"), wiped: map[int64]int64{},
 		clients: cmp.Or(f.clients, clients), db: dbURL}
 	if f.replica {
 		_, port, _ := net.SplitHostPort(r.redis.Addr)
-		r.replica = testenv.StartRedisServer(t, "--replicaof", "127.0.0.1", port)
+		r.replica = quotatest.StartRedisServer(t, "--replicaof", "127.0.0.1", port)
 		waitReplicaLinked(t, r.replica.Addr)
 	}
 	r.rproxy = startProxy(t, r.redis.Addr)

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/tileapi/tileapi/inflight"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/inflight"
 )
 
 // budgetQuota bounds every call of the quota store by the time budget, so

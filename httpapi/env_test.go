@@ -19,12 +19,12 @@ import (
 
 	"github.com/tileapi/tileapi/dataset"
 	"github.com/tileapi/tileapi/geofence"
-	"github.com/tileapi/tileapi/inflight"
 	"github.com/tileapi/tileapi/internal/spatialtest"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
-	"github.com/tileapi/tileapi/redisbatch"
+	"github.com/tileapi/tileapi/quota/inflight"
+	"github.com/tileapi/tileapi/quota/redisbatch"
 	"github.com/tileapi/tileapi/tilecache"
 	"github.com/tileapi/tileapi/tiles"
 )

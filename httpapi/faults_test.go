@@ -14,8 +14,8 @@ import (
 	"github.com/tileapi/tileapi/dataset"
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/internal/spatialtest"
-	"github.com/tileapi/tileapi/internal/testenv"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // failurePolicies are the two answers to a Redis that does not answer: a
@@ -33,7 +33,7 @@ func TestHungRedisWithinBudget(t *testing.T) {
 	const budget = 50 * time.Millisecond
 	for _, tc := range failurePolicies {
 		t.Run(tc.name, func(t *testing.T) {
-			redisSrv := testenv.StartRedisServer(t)
+			redisSrv := quotatest.StartRedisServer(t)
 			e := newEnv(t, withRedis("redis://"+redisSrv.Addr), with(func(c *Config) {
 				c.FailClosed, c.QuotaTimeout = tc.failClosed, budget
 			}))
@@ -78,7 +78,7 @@ func TestHungRedisWithinBudget(t *testing.T) {
 func TestReadyzWithHungRedis(t *testing.T) {
 	for _, tc := range failurePolicies {
 		t.Run(tc.name, func(t *testing.T) {
-			redisSrv := testenv.StartRedisServer(t)
+			redisSrv := quotatest.StartRedisServer(t)
 			rdb := redis.NewClient(&redis.Options{Addr: redisSrv.Addr, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { rdb.Close() })
 			db := spatialtest.Migrated(t)
@@ -173,7 +173,7 @@ func (g hangingGeofence) Contains(ctx context.Context, q geofence.ContainsQuery)
 // is made in the background once Redis answers again: the units of work
 // never served come back.
 func TestRefundRetried(t *testing.T) {
-	redisSrv := testenv.StartRedisServer(t)
+	redisSrv := quotatest.StartRedisServer(t)
 	e := newEnv(t, withRedis("redis://"+redisSrv.Addr), with(func(c *Config) {
 		c.QuotaTimeout = 100 * time.Millisecond
 		c.Geofence = hangingGeofence{Memory: geofence.NewMemory(memoryDataset(t)), hang: func() { redisSrv.Hang(t) }}

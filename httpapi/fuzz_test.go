@@ -26,7 +26,7 @@ import (
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
-	"github.com/tileapi/tileapi/quotahttp"
+	"github.com/tileapi/tileapi/quota/quotahttp"
 	"github.com/tileapi/tileapi/tilecache"
 	"github.com/tileapi/tileapi/tiles"
 )

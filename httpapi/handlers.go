@@ -20,7 +20,7 @@ import (
 
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/quota"
-	"github.com/tileapi/tileapi/quotahttp"
+	"github.com/tileapi/tileapi/quota/quotahttp"
 	"github.com/tileapi/tileapi/tilecache"
 	"github.com/tileapi/tileapi/tiles"
 )

@@ -15,12 +15,13 @@ import (
 
 	"github.com/tileapi/tileapi/dataset"
 	"github.com/tileapi/tileapi/geofence"
-	"github.com/tileapi/tileapi/inflight"
-	"github.com/tileapi/tileapi/internal/faultproxy"
 	"github.com/tileapi/tileapi/internal/testenv"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
-	"github.com/tileapi/tileapi/redisbatch"
+	"github.com/tileapi/tileapi/quota/inflight"
+	"github.com/tileapi/tileapi/quota/quotatest"
+	"github.com/tileapi/tileapi/quota/quotatest/faultproxy"
+	"github.com/tileapi/tileapi/quota/redisbatch"
 )
 
 // slowGeofence is a real in-memory geofence whose Contains waits until
@@ -172,7 +173,7 @@ func TestInFlightAfterStall(t *testing.T) {
 		budget  = 100 * time.Millisecond
 		warmups = 200 // requests served before the stall
 	)
-	redisSrv := testenv.StartRedisServer(t)
+	redisSrv := quotatest.StartRedisServer(t)
 	// As serve opens it: no retries, deadlines on every read and write,
 	// commands batched.
 	rdb := redis.NewClient(&redis.Options{Addr: redisSrv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
@@ -269,7 +270,7 @@ func TestInFlightAfterStall(t *testing.T) {
 // the server that held them and long before their lease runs out.
 func TestInFlightReleaseRetried(t *testing.T) {
 	const lease = time.Minute
-	redisSrv := testenv.StartRedisServer(t)
+	redisSrv := quotatest.StartRedisServer(t)
 	proxy, err := faultproxy.Start(redisSrv.Addr)
 	if err != nil {
 		t.Fatal(err)

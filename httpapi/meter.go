@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tileapi/tileapi/inflight"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
-	"github.com/tileapi/tileapi/quotahttp"
+	"github.com/tileapi/tileapi/quota/inflight"
+	"github.com/tileapi/tileapi/quota/quotahttp"
 )
 
 // caller is who a request is charged to.

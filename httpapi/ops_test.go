@@ -11,7 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // When Redis dies mid-test, fail-open serves unmetered (and says its
@@ -24,7 +24,7 @@ func TestQuotaFailurePolicy(t *testing.T) {
 		down       int // the status while Redis is down
 	}{{"open", false, http.StatusOK}, {"closed", true, http.StatusServiceUnavailable}} {
 		t.Run(tc.name, func(t *testing.T) {
-			redisSrv := testenv.StartRedisServer(t)
+			redisSrv := quotatest.StartRedisServer(t)
 			e := newEnv(t, withRedis("redis://"+redisSrv.Addr), with(func(c *Config) { c.FailClosed = tc.failClosed }))
 			if resp := e.get(t, contains, key("std")...); resp.StatusCode != 200 || resp.Header.Get("X-Quota-Status") != "charged" {
 				t.Fatalf("before: status %d, quota %q", resp.StatusCode, resp.Header.Get("X-Quota-Status"))

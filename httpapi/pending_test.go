@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // Fail-open never forgets: what a key is served while Redis cannot charge
@@ -21,13 +21,13 @@ func TestServedUnmeteredIsChargedLater(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		served   int // requests while Redis fails
-		fail     func(t *testing.T, srv *testenv.RedisServer, admin *redis.Client)
-		answer   func(t *testing.T, srv *testenv.RedisServer, admin *redis.Client)
+		fail     func(t *testing.T, srv *quotatest.RedisServer, admin *redis.Client)
+		answer   func(t *testing.T, srv *quotatest.RedisServer, admin *redis.Client)
 		keptPrev bool // whether Redis keeps what was charged before
 	}{
 		{"dead", 10,
-			func(_ *testing.T, srv *testenv.RedisServer, _ *redis.Client) { srv.Stop() },
-			func(t *testing.T, srv *testenv.RedisServer, _ *redis.Client) {
+			func(_ *testing.T, srv *quotatest.RedisServer, _ *redis.Client) { srv.Stop() },
+			func(t *testing.T, srv *quotatest.RedisServer, _ *redis.Client) {
 				if err := srv.Start(); err != nil {
 					t.Fatal(err)
 				}
@@ -35,12 +35,16 @@ func TestServedUnmeteredIsChargedLater(t *testing.T) {
 		// The case: a paying key's 150 requests at maxmemory were
 		// all served unmetered and forgotten.
 		{"maxmemory", 150,
-			func(t *testing.T, _ *testenv.RedisServer, admin *redis.Client) { configSet(t, admin, "maxmemory", "1") },
-			func(t *testing.T, _ *testenv.RedisServer, admin *redis.Client) { configSet(t, admin, "maxmemory", "0") },
+			func(t *testing.T, _ *quotatest.RedisServer, admin *redis.Client) {
+				configSet(t, admin, "maxmemory", "1")
+			},
+			func(t *testing.T, _ *quotatest.RedisServer, admin *redis.Client) {
+				configSet(t, admin, "maxmemory", "0")
+			},
 			true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := testenv.StartRedisServer(t, "--maxmemory-policy", "noeviction")
+			srv := quotatest.StartRedisServer(t, "--maxmemory-policy", "noeviction")
 			admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
 			t.Cleanup(func() { admin.Close() })
 			e := newEnv(t, withRedis("redis://"+srv.Addr))
@@ -108,7 +112,7 @@ func configSet(t *testing.T, c *redis.Client, name, value string) {
 // A request served unmetered on a plan that prices work owes what its work
 // cost, as a charged one would be settled at, not its price up front.
 func TestPendingChargeSettled(t *testing.T) {
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	e := newEnv(t, withRedis("redis://"+srv.Addr))
 	resp := e.get(t, within, key("work")...)
 	settled := resp.Header.Get(headerSettledCost)

@@ -11,11 +11,11 @@ import (
 
 	"github.com/tileapi/tileapi/field"
 	"github.com/tileapi/tileapi/geofence"
-	"github.com/tileapi/tileapi/inflight"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
-	"github.com/tileapi/tileapi/quotahttp"
+	"github.com/tileapi/tileapi/quota/inflight"
+	"github.com/tileapi/tileapi/quota/quotahttp"
 	"github.com/tileapi/tileapi/tiles"
 )
 
@@ -29,8 +29,18 @@ type problem struct {
 	LowestZoom *int    `json:"lowest_zoom,omitempty"`
 }
 
+// problemTypeBase prefixes the type of every problem tileapi answers: the
+// page that explains its code.
+const problemTypeBase = "https://tileapi.dev/problems/"
+
 func newProblem(status int, code, title, detail string) *problem {
-	return &problem{Problem: *quotahttp.NewProblem(status, code, title, detail)}
+	return fromGate(quotahttp.NewProblem(status, code, title, detail))
+}
+
+// fromGate is a problem of the gate's, typed as tileapi's.
+func fromGate(p *quotahttp.Problem) *problem {
+	p.Type = problemTypeBase + p.Code
+	return &problem{Problem: *p}
 }
 
 // retryAfterDependency is the Retry-After of a failing dependency: soon,
@@ -148,7 +158,7 @@ func problemFor(err error) *problem {
 		p.RetryAfterMS = max(ceilDiv(l.ResetAfter.Microseconds(), 1000), 1)
 		return p
 	case errors.As(err, &denied), errors.As(err, &tooCostly), errors.As(err, &gateDown):
-		return &problem{Problem: *quotahttp.ProblemFor(err)}
+		return fromGate(quotahttp.ProblemFor(err))
 	case errors.As(err, &busy):
 		p := newProblem(http.StatusTooManyRequests, "concurrency-exceeded", "Too many requests in progress",
 			fmt.Sprintf("plan %q allows %d requests of one key in progress at once; retry when one has finished", busy.plan.Name, busy.denial.Max))

@@ -20,10 +20,10 @@ import (
 
 	"github.com/tileapi/tileapi/dataset"
 	"github.com/tileapi/tileapi/geofence"
-	"github.com/tileapi/tileapi/inflight"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/inflight"
 	"github.com/tileapi/tileapi/tiles"
 )
 

@@ -14,7 +14,8 @@ import (
 
 	"github.com/tileapi/tileapi/internal/testenv"
 	"github.com/tileapi/tileapi/quota"
-	"github.com/tileapi/tileapi/redisbatch"
+	"github.com/tileapi/tileapi/quota/quotatest"
+	"github.com/tileapi/tileapi/quota/redisbatch"
 	"github.com/tileapi/tileapi/tilecache"
 )
 
@@ -105,7 +106,7 @@ func TestTileRoundTrips(t *testing.T) {
 	})
 	t.Run("cluster", func(t *testing.T) {
 		testTileRoundTrips(t, redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: testenv.RedisClusterAddrs(t), MaxRetries: -1, ContextTimeoutEnabled: true,
+			Addrs: quotatest.RedisClusterAddrs(t), MaxRetries: -1, ContextTimeoutEnabled: true,
 		}))
 	})
 }

@@ -15,10 +15,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tileapi/tileapi/httpapi"
-	"github.com/tileapi/tileapi/internal/quotalog"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/quota"
 )
+
+// DefaultPrefix starts the quota's keys of a tileapi server run with its
+// default -redis-prefix: "tileapi:", then the quota's "q:".
+const DefaultPrefix = "tileapi:q:"
 
 // ExactnessConfig is a run of the exactness scenario.
 type ExactnessConfig struct {
@@ -34,7 +37,7 @@ type ExactnessConfig struct {
 	// TILEAPI_ADMIN_ON_PUBLIC).
 	AdminTargets []string
 	// Redis is the servers' Redis, whose quota log is read; Prefix is their
-	// quota key prefix ("tileapi:q:" if empty).
+	// quota key prefix (DefaultPrefix if empty).
 	Redis  redis.UniversalClient
 	Prefix string
 	// ClientsPerKey clients send requests for each key, spread over the
@@ -129,7 +132,7 @@ func Exactness(ctx context.Context, c ExactnessConfig) (*ExactnessReport, error)
 		}
 	}
 	if c.Prefix == "" {
-		c.Prefix = quota.DefaultPrefix
+		c.Prefix = DefaultPrefix
 	}
 	hc := newHTTPClient(len(c.Keys) * c.ClientsPerKey)
 	ks, err := resolveKeys(ctx, hc, c.AdminTargets, c.Keys, c.AdminToken)
@@ -140,22 +143,23 @@ func Exactness(ctx context.Context, c ExactnessConfig) (*ExactnessReport, error)
 	if err != nil {
 		return nil, err
 	}
-	redisKeys := make([]string, len(ks))
+	identities := make([]string, len(ks))
 	longest := time.Duration(0)
 	for i, k := range ks {
-		redisKeys[i] = quotalog.LogKey(c.Prefix, httpapi.KeyIdentity(k.ID))
+		identities[i] = httpapi.KeyIdentity(k.ID)
 		for _, l := range limits[i] {
 			longest = max(longest, l.Window)
 		}
 	}
-	if err := waitAbsent(ctx, c.Redis, redisKeys, longest+time.Second); err != nil {
+	store := quota.NewRedis(c.Redis, quota.WithPrefix(c.Prefix))
+	if err := waitAbsent(ctx, store, identities, longest+time.Second); err != nil {
 		return nil, err
 	}
 
 	// Read the logs while the load runs: an entry stays in the log at least
 	// one longest window after its admission, so reading every quarter of
 	// it misses none.
-	logs := newLogReader(c.Redis, redisKeys)
+	logs := newLogReader(store, identities)
 	stopReading := logs.every(min(longest/4, 500*time.Millisecond))
 
 	rep := &ExactnessReport{Targets: len(c.Targets), ClientsPerKey: c.ClientsPerKey, Duration: c.Duration, Start: time.Now().UnixMicro()}
@@ -345,24 +349,24 @@ func planLimits(ctx context.Context, hc *http.Client, targets []string, ks []Key
 
 // waitAbsent waits up to timeout for the quota keys to be gone, so that a
 // previous run's admissions are not judged as this run's.
-func waitAbsent(ctx context.Context, rdb redis.UniversalClient, keys []string, timeout time.Duration) error {
+func waitAbsent(ctx context.Context, store *quota.Redis, identities []string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		var present []string
-		for _, k := range keys {
-			n, err := rdb.Exists(ctx, k).Result()
+		for _, id := range identities {
+			records, err := store.Records(ctx, id)
 			if err != nil {
 				return fmt.Errorf("loadtest: redis: %w", err)
 			}
-			if n > 0 {
-				present = append(present, k)
+			if len(records) > 0 {
+				present = append(present, id)
 			}
 		}
 		if len(present) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("loadtest: quota keys %v still hold admissions from before this run; use other keys or another Redis database", present)
+			return fmt.Errorf("loadtest: the quota logs of %v still hold admissions from before this run; use other keys or another Redis database", present)
 		}
 		select {
 		case <-ctx.Done():
@@ -372,19 +376,19 @@ func waitAbsent(ctx context.Context, rdb redis.UniversalClient, keys []string, t
 	}
 }
 
-// logReader accumulates the records of some quota logs (by their Redis
-// keys), read repeatedly: the latest read of each record (by its index and
+// logReader accumulates the records of some identities' quota logs, read
+// repeatedly: the latest read of each record (by its index and
 // admit time, as a log that expired starts its indexes again) wins, so a
 // refunded one, read again at cost 0, stops counting.
 type logReader struct {
-	rdb  redis.UniversalClient
-	keys []string
-	mu   sync.Mutex
-	seen []map[[2]int64]Admission // per key, by record index and admit time
+	store      *quota.Redis
+	identities []string
+	mu         sync.Mutex
+	seen       []map[[2]int64]Admission // per key, by record index and admit time
 }
 
-func newLogReader(rdb redis.UniversalClient, keys []string) *logReader {
-	lr := &logReader{rdb: rdb, keys: keys, seen: make([]map[[2]int64]Admission, len(keys))}
+func newLogReader(store *quota.Redis, identities []string) *logReader {
+	lr := &logReader{store: store, identities: identities, seen: make([]map[[2]int64]Admission, len(identities))}
 	for i := range lr.seen {
 		lr.seen[i] = map[[2]int64]Admission{}
 	}
@@ -393,14 +397,15 @@ func newLogReader(rdb redis.UniversalClient, keys []string) *logReader {
 
 // read reads every log once.
 func (lr *logReader) read(ctx context.Context) error {
-	for i, key := range lr.keys {
-		entries, err := quotalog.Read(ctx, lr.rdb, key)
+	for i, id := range lr.identities {
+		records, err := lr.store.Records(ctx, id)
 		if err != nil {
 			return fmt.Errorf("loadtest: %w", err)
 		}
 		lr.mu.Lock()
-		for _, e := range entries {
-			lr.seen[i][[2]int64{e.Index, e.At}] = Admission{At: e.At, Cost: e.Cost}
+		for _, r := range records {
+			at := r.At.UnixMicro()
+			lr.seen[i][[2]int64{r.Index, at}] = Admission{At: at, Cost: r.Cost}
 		}
 		lr.mu.Unlock()
 	}

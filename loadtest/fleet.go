@@ -17,7 +17,7 @@ type Fleet struct {
 	Keys       []Key
 	AdminToken string
 	// QuotaPrefix starts the quota's keys in Redis (ExactnessConfig.Prefix);
-	// empty: quota.DefaultPrefix.
+	// empty: DefaultPrefix.
 	QuotaPrefix string
 }
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/internal/testenv"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // idleIdentities is how many anonymous identities the tests below make
@@ -75,7 +75,7 @@ func heap() uint64 {
 // idle, measured on a Redis of the test's own.
 func TestIdleAnonymousInRedis(t *testing.T) {
 	anon, _ := Defaults().Lookup(Anonymous)
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
@@ -83,7 +83,7 @@ func TestIdleAnonymousInRedis(t *testing.T) {
 	if _, err := store.Charge(ctx, "ip:warm-up", anon.Quota, 1); err != nil {
 		t.Fatal(err)
 	}
-	c.Del(ctx, "tileapi:q:{ip:warm-up}:l4")
+	c.Del(ctx, quota.DefaultPrefix+"{ip:warm-up}:l4")
 	before := usedMemory(t, c)
 	for i := range idleIdentities {
 		if _, err := store.Charge(ctx, fmt.Sprintf("ip:2001:db8:%x::/64", i), anon.Quota, 1); err != nil {

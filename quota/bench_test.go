@@ -11,7 +11,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 
-	"github.com/tileapi/tileapi/redisbatch"
+	"github.com/tileapi/tileapi/quota/redisbatch"
 )
 
 // benchPerSecond is the limit of the benchmark: a million a second, never

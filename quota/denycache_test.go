@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // roundTrips counts the commands a client sends to Redis.
@@ -38,7 +38,7 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // until its retry time; a cheaper charge, or one after a refund, is asked.
 func TestDenyCache(t *testing.T) {
 	ctx := context.Background()
-	opt, err := redis.ParseURL(testenv.RedisURL(t))
+	opt, err := redis.ParseURL(quotatest.RedisURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // store is the method set both stores share; the suite runs against each.
@@ -58,7 +58,7 @@ func testPrefix(tb testing.TB) string {
 
 func redisClient(tb testing.TB) *redis.Client {
 	tb.Helper()
-	opt, err := redis.ParseURL(testenv.RedisURL(tb))
+	opt, err := redis.ParseURL(quotatest.RedisURL(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func redisClient(tb testing.TB) *redis.Client {
 
 func clusterClient(tb testing.TB) *redis.ClusterClient {
 	tb.Helper()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.RedisClusterAddrs(tb)})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: quotatest.RedisClusterAddrs(tb)})
 	tb.Cleanup(func() { c.Close() })
 	return c
 }

@@ -7,18 +7,18 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tileapi/tileapi/internal/quotalog"
+	"github.com/tileapi/tileapi/quota/internal/redislayout"
 )
 
 // The layout of an identity's log in Redis is defined once, in
-// internal/quotalog, which audits also read it with; the scripts are
+// internal/redislayout, which Records also reads it with; the scripts are
 // written with its names (luaScript), so neither writes a position as a
 // bare number. These are its names as this package spells them.
 const (
-	hLast, hBase, hFirst, hTail, hLive = quotalog.Last, quotalog.Base, quotalog.First, quotalog.Tail, quotalog.Live
-	hTB, hCB, hCap, hShared, hPer      = quotalog.TB, quotalog.CB, quotalog.Cap, quotalog.Shared, quotalog.Per
+	hLast, hBase, hFirst, hTail, hLive = redislayout.Last, redislayout.Base, redislayout.First, redislayout.Tail, redislayout.Live
+	hTB, hCB, hCap, hShared, hPer      = redislayout.TB, redislayout.CB, redislayout.Cap, redislayout.Shared, redislayout.Per
 
-	wWindow, wSum, wHead, wOldest, wOldestCost = quotalog.Window, quotalog.Sum, quotalog.Head, quotalog.Oldest, quotalog.OldestCost
+	wWindow, wSum, wHead, wOldest, wOldestCost = redislayout.Window, redislayout.Sum, redislayout.Head, redislayout.Oldest, redislayout.OldestCost
 )
 
 // The charge script's arguments (packed doubles), then per limit its window
@@ -157,13 +157,13 @@ func headerFormat(n int) string {
 }
 
 // headerFields is the number of doubles in the header of n windows.
-func headerFields(n int) int { return quotalog.HeaderFields(n) }
+func headerFields(n int) int { return redislayout.HeaderFields(n) }
 
-// header is a log header as the scripts write it (quotalog.Header).
+// header is a log header as the scripts write it (redislayout.Header).
 type header string
 
 // field returns field f (an h* constant).
-func (h header) field(f int) int64 { return quotalog.Header(h).Field(f) }
+func (h header) field(f int) int64 { return redislayout.Header(h).Field(f) }
 
 // window returns field f (a w* constant) of window i, from 0.
-func (h header) window(i, f int) int64 { return quotalog.Header(h).Window(i, f) }
+func (h header) window(i, f int) int64 { return redislayout.Header(h).Window(i, f) }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	_ "time/tzdata" // the time zones of the period tests, on any machine
 
-	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(quotatest.Main(m)) }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/internal/quotalog"
+	"github.com/tileapi/tileapi/quota/internal/redislayout"
 )
 
 var memusageMax = flag.Int("memusage.max", 100_000, "the most entries TestMemoryPerEntry puts in a window")
@@ -71,7 +71,7 @@ func TestMemoryPerEntry(t *testing.T) {
 			}
 		}
 		c.Set(ctx, oldState, make([]byte, 56), 0)
-		entries, err := quotalog.Read(ctx, c, s.key("m"))
+		entries, err := redislayout.Read(ctx, c, s.key("m"))
 		if err != nil {
 			t.Fatal(err)
 		}

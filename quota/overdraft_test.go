@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/internal/faultproxy"
-	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota/quotatest"
+	"github.com/tileapi/tileapi/quota/quotatest/faultproxy"
 )
 
 // An overdraft charge is recorded in every window and period, past their
@@ -84,7 +84,7 @@ func TestChargeOverdraft(t *testing.T) {
 // An overdraft charge whose reply is lost (Redis made it, the caller gave
 // up before the answer came back) is retried by its id and counted once.
 func TestChargeOverdraftLostReply(t *testing.T) {
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	proxy, err := faultproxy.Start(srv.Addr)
 	if err != nil {
 		t.Fatal(err)

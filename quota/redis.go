@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/internal/quotalog"
+	"github.com/tileapi/tileapi/quota/internal/redislayout"
 )
 
 var (
@@ -35,6 +35,7 @@ var (
 type rediser interface {
 	redis.Scripter
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
+	Get(ctx context.Context, key string) *redis.StringCmd
 	Pipeline() redis.Pipeliner
 }
 
@@ -45,7 +46,7 @@ var (
 )
 
 // DefaultPrefix starts every key Redis writes.
-const DefaultPrefix = "tileapi:q:"
+const DefaultPrefix = "quota:"
 
 // Redis is a quota store in Redis: one atomic script a decision, so a limit
 // holds exactly across every process that shares the server or cluster.
@@ -500,10 +501,12 @@ func (r *Redis) Reset(ctx context.Context, identity string) error {
 }
 
 // key returns the key of identity's log.
-func (r *Redis) key(identity string) string { return quotalog.LogKey(r.prefix, identity) }
+func (r *Redis) key(identity string) string { return redislayout.LogKey(r.prefix, identity) }
 
 // countersKey returns the key of identity's calendar counters.
-func (r *Redis) countersKey(identity string) string { return quotalog.CountersKey(r.prefix, identity) }
+func (r *Redis) countersKey(identity string) string {
+	return redislayout.CountersKey(r.prefix, identity)
+}
 
 // nowMicros is the injected clock's time, or -1 for the script to read
 // Redis TIME.

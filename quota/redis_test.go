@@ -13,9 +13,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/internal/quotalog"
-	"github.com/tileapi/tileapi/internal/testenv"
-	"github.com/tileapi/tileapi/redisbatch"
+	"github.com/tileapi/tileapi/quota/internal/redislayout"
+	"github.com/tileapi/tileapi/quota/quotatest"
+	"github.com/tileapi/tileapi/quota/redisbatch"
 )
 
 // redisTargets are the two deployments the Redis store must hold a limit on.
@@ -142,7 +142,7 @@ func peakWindowSum(admits []admit, w int64) int64 {
 // is empty then, and EVALSHA falls back to EVAL on NOSCRIPT.
 func TestRedisRestart(t *testing.T) {
 	ctx := context.Background()
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer c.Close()
 	s := NewRedis(c, WithPrefix(testPrefix(t)))
@@ -176,7 +176,7 @@ func TestLateChargeIsNotMade(t *testing.T) {
 
 func testLateCharge(t *testing.T, batched bool) {
 	ctx := context.Background()
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer c.Close()
 	if batched {
@@ -219,7 +219,7 @@ func testLateCharge(t *testing.T, batched bool) {
 // and resumes at 2.5 s, leaving 1.5 s for the reply.
 func TestLateChargeAnswersErrLate(t *testing.T) {
 	ctx := context.Background()
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer c.Close()
 	s := NewRedis(c, WithPrefix(testPrefix(t)))
@@ -327,7 +327,7 @@ func TestClusterHashTag(t *testing.T) {
 	for _, id := range []string{"plain", "{x}", "a}b{c", "}", "{", "with space", "\x00\xff", "k:{user1}", "ab", "ba", "abc"} {
 		key := s.key(id)
 		slot := c.ClusterKeySlot(ctx, key).Val()
-		if tagged := c.ClusterKeySlot(ctx, "other{"+quotalog.EscapeIdentity(id)+"}").Val(); tagged != slot {
+		if tagged := c.ClusterKeySlot(ctx, "other{"+redislayout.EscapeIdentity(id)+"}").Val(); tagged != slot {
 			t.Errorf("%q: key %q is in slot %d, not its tag's slot %d", id, key, slot, tagged)
 		}
 		slots[slot] = true
@@ -337,7 +337,7 @@ func TestClusterHashTag(t *testing.T) {
 	}
 }
 
-// The log reads back (quotalog.Read) every admitted charge with the index
+// The log reads back (redislayout.Read) every admitted charge with the index
 // its receipt holds, at every record width a plan can ask for; a refund
 // zeroes the record in place.
 func TestReadLog(t *testing.T) {
@@ -353,7 +353,7 @@ func TestReadLog(t *testing.T) {
 		p := mustPlan(t, "entries", l)
 		id := "e" + strconv.Itoa(i)
 		clk.Set(time.Duration(i) * time.Millisecond)
-		var want []quotalog.Entry
+		var want []redislayout.Entry
 		for j, cost := range []int64{1, l.Max / 3, l.Max / 2, 1} {
 			if j == 2 {
 				clk.Set(time.Duration(i)*time.Millisecond + 250*time.Microsecond)
@@ -362,13 +362,13 @@ func TestReadLog(t *testing.T) {
 			if !d.Allowed {
 				t.Fatalf("%v: cost %d denied", l, cost)
 			}
-			want = append(want, quotalog.Entry{Index: d.Receipt.index, At: d.Receipt.at, Cost: cost})
+			want = append(want, redislayout.Entry{Index: d.Receipt.index, At: d.Receipt.at, Cost: cost})
 		}
 		if ok, err := s.Refund(ctx, charge(t, s, id, p, 1).Receipt); !ok || err != nil {
 			t.Fatalf("refund: %v %v", ok, err)
 		}
-		want = append(want, quotalog.Entry{Index: int64(len(want)), At: want[2].At, Cost: 0})
-		got, err := quotalog.Read(ctx, c, s.key(id))
+		want = append(want, redislayout.Entry{Index: int64(len(want)), At: want[2].At, Cost: 0})
+		got, err := redislayout.Read(ctx, c, s.key(id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -376,7 +376,7 @@ func TestReadLog(t *testing.T) {
 			t.Errorf("%v: log reads %v, want %v", l, got, want)
 		}
 	}
-	if got, err := quotalog.Read(ctx, c, s.key("none")); got != nil || err != nil {
+	if got, err := redislayout.Read(ctx, c, s.key("none")); got != nil || err != nil {
 		t.Errorf("the log of an identity with none reads %v, %v", got, err)
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/redisbatch"
+	"github.com/tileapi/tileapi/quota/redisbatch"
 )
 
 // DefaultTTL is how long a tile stays cached by default. Keys carry the

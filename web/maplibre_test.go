@@ -19,11 +19,11 @@ import (
 	"github.com/tileapi/tileapi/dataset"
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/httpapi"
-	"github.com/tileapi/tileapi/inflight"
-	"github.com/tileapi/tileapi/internal/testenv"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/inflight"
+	"github.com/tileapi/tileapi/quota/quotatest"
 	"github.com/tileapi/tileapi/tilecache"
 	"github.com/tileapi/tileapi/tiles"
 )
@@ -43,7 +43,7 @@ const maplibreDist = "../internal/validators/node_modules/maplibre-gl/dist"
 func TestMapLibre(t *testing.T) {
 	chromium := chromiumPath(t)
 	if _, err := os.Stat(filepath.Join(maplibreDist, "maplibre-gl.js")); err != nil {
-		testenv.Unavailable(t, "MapLibre GL JS", "npm --prefix internal/validators ci", err)
+		quotatest.Unavailable(t, "MapLibre GL JS", "npm --prefix internal/validators ci", err)
 	}
 	d, err := dataset.Load()
 	if err != nil {

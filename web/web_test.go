@@ -18,10 +18,10 @@ import (
 	"github.com/tileapi/tileapi/dataset"
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/httpapi"
-	"github.com/tileapi/tileapi/internal/testenv"
 	"github.com/tileapi/tileapi/keys"
 	"github.com/tileapi/tileapi/plans"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/quotatest"
 	"github.com/tileapi/tileapi/tilecache"
 	"github.com/tileapi/tileapi/tiles"
 	"github.com/tileapi/tileapi/web"
@@ -248,7 +248,7 @@ func newService(t testing.TB) http.Handler {
 }
 
 // chromiumPath finds the browser; a missing one fails the test, or skips
-// it under TILEAPI_TEST_SKIP_MISSING, as a missing server does.
+// it under TEST_SKIP_MISSING, as a missing server does.
 func chromiumPath(t testing.TB) string {
 	t.Helper()
 	p := os.Getenv(envChromium)
@@ -259,7 +259,7 @@ func chromiumPath(t testing.TB) string {
 	if err == nil {
 		return found
 	}
-	testenv.Unavailable(t, "Chromium", "apt-get install chromium, or set "+envChromium, err)
+	quotatest.Unavailable(t, "Chromium", "apt-get install chromium, or set "+envChromium, err)
 	return ""
 }
 

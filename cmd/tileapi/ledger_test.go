@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tileapi/tileapi/internal/spatialtest"
-	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // With REDIS_URL and DATABASE_URL, serve writes what keys spend in their
@@ -20,7 +20,7 @@ import (
 func TestServeKeepsTheMonthOverARedisRestart(t *testing.T) {
 	ctx := context.Background()
 	dbURL := spatialtest.Schema(t)
-	redisSrv := testenv.StartRedisServer(t)
+	redisSrv := quotatest.StartRedisServer(t)
 	env := map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": "redis://" + redisSrv.Addr, "TILEAPI_LEDGER_FLUSH": "100ms"}
 	getenv := func(k string) string { return env[k] }
 	migrate(t, getenv)

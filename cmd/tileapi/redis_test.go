@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // serve refuses a Redis whose maxmemory-policy may evict the quotas' keys
@@ -34,7 +34,7 @@ func TestRedisEvictionPolicy(t *testing.T) {
 			warn: "REDIS_URL's maxmemory-policy could not be read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := testenv.StartRedisServer(t, tc.redis...)
+			srv := quotatest.StartRedisServer(t, tc.redis...)
 			env := map[string]string{"REDIS_URL": "redis://" + srv.Addr}
 			for k, v := range tc.env {
 				env[k] = v
@@ -68,8 +68,8 @@ func TestRedisEvictionPolicy(t *testing.T) {
 // again is a hit from the cache's Redis, though its lookup cannot ride in
 // the round trip of its charge to the other.
 func TestTileCacheApart(t *testing.T) {
-	quotas := testenv.StartRedisServer(t)
-	cache := testenv.StartRedisServer(t, "--maxmemory-policy", "allkeys-lru")
+	quotas := quotatest.StartRedisServer(t)
+	cache := quotatest.StartRedisServer(t, "--maxmemory-policy", "allkeys-lru")
 	in := startServe(t, map[string]string{
 		"REDIS_URL":                    "redis://" + quotas.Addr,
 		"TILEAPI_TILE_CACHE_REDIS_URL": "redis://" + cache.Addr,

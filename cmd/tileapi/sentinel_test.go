@@ -14,11 +14,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/inflight"
 	"github.com/tileapi/tileapi/internal/ledger"
 	"github.com/tileapi/tileapi/internal/spatialtest"
-	"github.com/tileapi/tileapi/internal/testenv"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/inflight"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // The Sentinel form of REDIS_URL: the URL's credentials are the
@@ -95,15 +95,15 @@ func TestFailoverUnderLoad(t *testing.T) {
 		start func(t *testing.T) (url string, cut, fail func())
 	}{
 		{"sentinel", func(t *testing.T) (string, func(), func()) {
-			s := testenv.StartSentinels(t)
+			s := quotatest.StartSentinels(t)
 			return s.URL(), nil, func() { s.KillPrimary(); s.WaitFailover(t, 30*time.Second) }
 		}},
 		{"sentinel, replica's link cut", func(t *testing.T) (string, func(), func()) {
-			s := testenv.StartSentinels(t)
+			s := quotatest.StartSentinels(t)
 			return s.URL(), func() { s.CutReplica(t) }, func() { s.KillPrimary(); s.WaitFailover(t, 30*time.Second) }
 		}},
 		{"one node, restarted", func(t *testing.T) (string, func(), func()) {
-			srv := testenv.StartRedisServer(t)
+			srv := quotatest.StartRedisServer(t)
 			return "redis://" + srv.Addr + "/0", nil, func() {
 				srv.Stop()
 				if err := srv.Start(); err != nil {
@@ -296,7 +296,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 // the replica once the Sentinels have promoted it: failing closed, a
 // request is answered 200 only when its charge was made.
 func TestServeThroughSentinelFailover(t *testing.T) {
-	s := testenv.StartSentinels(t)
+	s := quotatest.StartSentinels(t)
 	plansFile := filepath.Join(t.TempDir(), "plans.json")
 	err := os.WriteFile(plansFile, []byte(`{"plans": [{"name": "p", "max_radius_m": 20000,
 		"limits": [{"name": "minute", "max": 1000, "window": "1m"}]}]}`), 0o644)

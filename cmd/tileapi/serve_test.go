@@ -20,7 +20,7 @@ import (
 
 	"github.com/tileapi/tileapi/httpapi"
 	"github.com/tileapi/tileapi/internal/spatialtest"
-	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // syncBuffer is a bytes.Buffer safe for a server goroutine to write while
@@ -136,7 +136,7 @@ func TestServeEmbedded(t *testing.T) {
 // load with mixed costs: the costs they admit, together, fill the limit and
 // never pass it.
 func TestTwoServersShareOneLimit(t *testing.T) {
-	redisSrv := testenv.StartRedisServer(t) // a Redis of this test's own: the key ids repeat across runs
+	redisSrv := quotatest.StartRedisServer(t) // a Redis of this test's own: the key ids repeat across runs
 	plansFile := filepath.Join(t.TempDir(), "plans.json")
 	const max = 60
 	err := os.WriteFile(plansFile, []byte(fmt.Sprintf(`{"plans": [{"name": "shared", "max_radius_m": 20000,

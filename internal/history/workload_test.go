@@ -16,8 +16,8 @@ import (
 
 	"github.com/tileapi/tileapi/internal/ledger"
 	"github.com/tileapi/tileapi/internal/spatialtest"
-	"github.com/tileapi/tileapi/internal/testenv"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // durationFlag names the flag that runs the workloads longer (registered
@@ -210,7 +210,7 @@ func (w workload) giveBack(rng *rand.Rand, later []held) []held {
 
 // restart is a fault: the Redis server killed, as a crash would, and
 // started again without what it held.
-func restart(t *testing.T, rec *Recorder, srv *testenv.RedisServer) func() {
+func restart(t *testing.T, rec *Recorder, srv *quotatest.RedisServer) func() {
 	return func() {
 		start := time.Now()
 		srv.Stop()
@@ -291,7 +291,7 @@ func nodeClient(addr string) func() redis.UniversalClient {
 // time: no admitted cost that a serial order of the history would have
 // refused, in any window or day, across re-plans and the restart.
 func TestHistoryRedis(t *testing.T) {
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	rec := NewRecorder()
 	stores := newServers(t, rec, 3, nodeClient(srv.Addr), testPrefix(), spatialtest.Migrated(t))
 	ids := identities(t, 3*time.Second)
@@ -301,7 +301,7 @@ func TestHistoryRedis(t *testing.T) {
 
 // The same on a Redis Cluster of three masters, flushed at half time.
 func TestHistoryCluster(t *testing.T) {
-	addrs := testenv.RedisClusterAddrs(t)
+	addrs := quotatest.RedisClusterAddrs(t)
 	dial := func() redis.UniversalClient {
 		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1})
 	}
@@ -318,7 +318,7 @@ func TestHistoryCluster(t *testing.T) {
 // charge under a plan of shorter windows rebuilds the log with only those,
 // and the next under the 3 s plan measures its window over what is left.
 func TestHistoryWithoutPlanHistoryFails(t *testing.T) {
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	rec := NewRecorder()
 	stores := newServers(t, rec, 3, nodeClient(srv.Addr), testPrefix(), nil)
 	workload{stores: stores, identities: identities(t, 0), workers: 3, duration: 3 * time.Second}.run(t, 3)
@@ -335,7 +335,7 @@ func TestHistoryWithoutPlanHistoryFails(t *testing.T) {
 // restart without a ledger to restore the day from counts the day again
 // from zero, and the metered identity's day is spent twice.
 func TestHistoryWithoutLedgerFails(t *testing.T) {
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	rec := NewRecorder()
 	stores := newServers(t, rec, 3, nodeClient(srv.Addr), testPrefix(), nil)
 	workload{stores: stores, identities: identities(t, 3*time.Second), workers: 3, duration: 3 * time.Second, fault: restart(t, rec, srv)}.run(t, 4)

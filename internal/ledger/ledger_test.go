@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tileapi/tileapi/internal/spatialtest"
-	"github.com/tileapi/tileapi/internal/testenv"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // TestMain stops the servers the tests started for the whole binary.
@@ -137,7 +137,7 @@ func TestLedgerBoundsWhatItHolds(t *testing.T) {
 // 30 were forgotten and 50 more served; now 20 are left.
 func TestRedisRestartKeepsTheMonth(t *testing.T) {
 	pool := spatialtest.Migrated(t)
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { client.Close() })
 	l := New(pool, Options{})
@@ -178,7 +178,7 @@ func TestRedisRestartKeepsTheMonth(t *testing.T) {
 // logged: go test ./internal/ledger -run Load -v.
 func TestRedisLossUnderLoad(t *testing.T) {
 	pool := spatialtest.Migrated(t)
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	const month = 20_000
 	p := monthly(t, month)
 	type server struct {
@@ -287,7 +287,7 @@ func TestRedisLossUnderLoad(t *testing.T) {
 // one more charge and a flush, and 19 are left, not 39.
 func TestLaggingCounterRaised(t *testing.T) {
 	pool := spatialtest.Migrated(t)
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { client.Close() })
 	l := New(pool, Options{})
@@ -334,7 +334,7 @@ func TestLaggingCounterRaised(t *testing.T) {
 // once: its retry, which Redis finds made, is not recorded again.
 func TestOverdraftRecorded(t *testing.T) {
 	pool := spatialtest.Migrated(t)
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { client.Close() })
 	l := New(pool, Options{})

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 )
 
 func TestMain(m *testing.M) {
@@ -25,7 +24,7 @@ func TestMain(m *testing.M) {
 }
 
 // envHelper makes the test binary play a test binary under test: see
-// crashHelper and TestHelperNeedsRedis.
+// crashHelper.
 const envHelper = "TESTENV_HELPER"
 
 // The servers started from this machine's binaries answer, and are gone,
@@ -33,29 +32,19 @@ const envHelper = "TESTENV_HELPER"
 func TestLocalServersStopAtExit(t *testing.T) {
 	ctx := context.Background()
 	before := ownDirs()
-	redisURL, err := startLocalRedis(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pgURL, err := startLocalPostGIS(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dirs := slices.DeleteFunc(ownDirs(), func(d string) bool { return slices.Contains(before, d) })
-	if len(dirs) != 2 {
-		t.Fatalf("this binary's directories: %q, want one for Redis and one for PostgreSQL", dirs)
-	}
-	if err := pingRedis(ctx, redisURL); err != nil {
-		t.Fatalf("self-started Redis: %v", err)
+	if len(dirs) != 1 {
+		t.Fatalf("this binary's directories: %q, want one for PostgreSQL", dirs)
 	}
 	if err := postgisAnswers(ctx, pgURL); err != nil {
 		t.Fatalf("self-started PostgreSQL: %v", err)
 	}
 
 	stopOwned()
-	if err := pingRedis(ctx, redisURL); err == nil {
-		t.Error("Redis still answers after cleanup")
-	}
 	if err := postgisAnswers(ctx, pgURL); err == nil {
 		t.Error("PostgreSQL still answers after cleanup")
 	}
@@ -63,28 +52,6 @@ func TestLocalServersStopAtExit(t *testing.T) {
 		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s is left after cleanup (%v)", d, err)
 		}
-	}
-}
-
-// The cluster comes from redis-server whatever TILEAPI_TEST_SERVICES
-// says: the testcontainers job of CI allows containers only, and has no
-// cluster container.
-func TestClusterFromBinariesUnderContainersOnly(t *testing.T) {
-	t.Setenv(EnvRedisClusterAddrs, "")
-	t.Setenv(EnvServices, "containers")
-	addrs := RedisClusterAddrs(t)
-	if len(addrs) != 3 {
-		t.Fatalf("cluster addresses %q, want 3", addrs)
-	}
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	defer c.Close()
-	ctx := context.Background()
-	info, err := c.ClusterInfo(ctx).Result()
-	if err != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:3") {
-		t.Fatalf("CLUSTER INFO: %v\n%s", err, info)
-	}
-	if err := c.Set(ctx, "testenv:cluster", "x", time.Minute).Err(); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -104,22 +71,19 @@ func TestKilledBinaryLeavesNothing(t *testing.T) {
 	line, err := bufio.NewReader(out).ReadString('\n')
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	var redisURL, pgURL string
-	if _, err2 := fmt.Sscan(line, &redisURL, &pgURL); err != nil || err2 != nil {
+	var pgURL string
+	if _, err2 := fmt.Sscan(line, &pgURL); err != nil || err2 != nil {
 		t.Fatalf("helper said %q (%v, %v)", line, err, err2)
 	}
 
 	ctx := context.Background()
-	if !eventually(func() bool { return pingRedis(ctx, redisURL) != nil }) {
-		t.Error("the killed binary's Redis still answers")
-	}
 	if !eventually(func() bool { return postgisAnswers(ctx, pgURL) != nil }) {
 		t.Error("the killed binary's PostgreSQL still answers")
 	}
 	prefix := fmt.Sprintf("%s/%s%d-", os.TempDir(), tempPrefix, cmd.Process.Pid)
 	left := func() []string { return globDirs(prefix) }
-	if len(left()) != 2 {
-		t.Fatalf("the killed binary left %q, want its two directories until a sweep", left())
+	if len(left()) != 1 {
+		t.Fatalf("the killed binary left %q, want its directory until a sweep", left())
 	}
 	sweepTempDirs()
 	if d := left(); len(d) != 0 {
@@ -127,64 +91,16 @@ func TestKilledBinaryLeavesNothing(t *testing.T) {
 	}
 }
 
-// crashHelper starts the two servers, prints their URLs and waits to be
-// killed.
+// crashHelper starts a PostgreSQL, prints its URL and waits to be killed.
 func crashHelper() {
 	ctx := context.Background()
-	redisURL, err := startLocalRedis(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	pgURL, err := startLocalPostGIS(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Println(redisURL, pgURL)
+	fmt.Println(pgURL)
 	select {}
-}
-
-// A test whose server cannot be had fails with how to get one, so that a
-// plain go test ./... says FAIL; TILEAPI_TEST_SKIP_MISSING=1 skips it.
-func TestMissingServerFailsUnlessSkipped(t *testing.T) {
-	run := func(extra ...string) (string, error) {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperNeedsRedis$", "-test.v")
-		cmd.Env = append(withoutEnv(EnvRedisURL, EnvSkipMissing, EnvServices, "PATH"),
-			append([]string{envHelper + "=needs-redis", EnvServices + "=binaries", "PATH=" + t.TempDir()}, extra...)...)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	out, err := run()
-	if err == nil || !strings.Contains(out, "--- FAIL: TestHelperNeedsRedis") ||
-		!strings.Contains(out, "apt-get install redis-server") || !strings.Contains(out, "or "+EnvSkipMissing+"=1 to skip") {
-		t.Errorf("without redis-server: %v\n%s", err, out)
-	}
-	out, err = run(EnvSkipMissing + "=1")
-	if err != nil || !strings.Contains(out, "--- SKIP: TestHelperNeedsRedis") {
-		t.Errorf("without redis-server, with %s=1: %v\n%s", EnvSkipMissing, err, out)
-	}
-}
-
-// TestHelperNeedsRedis is the test TestMissingServerFailsUnlessSkipped
-// runs in a test binary of its own; elsewhere it does nothing.
-func TestHelperNeedsRedis(t *testing.T) {
-	if os.Getenv(envHelper) != "needs-redis" {
-		return
-	}
-	RedisURL(t)
-	t.Error("RedisURL returned with no way to get a Redis")
-}
-
-func pingRedis(ctx context.Context, url string) error {
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		return err
-	}
-	opt.MaxRetries = -1
-	c := redis.NewClient(opt)
-	defer c.Close()
-	return c.Ping(ctx).Err()
 }
 
 func postgisAnswers(ctx context.Context, url string) error {
@@ -226,15 +142,4 @@ func eventually(cond func() bool) bool {
 			return false
 		}
 	}
-}
-
-func withoutEnv(names ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(names, k) {
-			env = append(env, kv)
-		}
-	}
-	return env
 }

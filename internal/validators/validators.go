@@ -13,7 +13,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // Script returns the path of the node script name in the folder of the
@@ -21,7 +21,7 @@ import (
 // found: a missing one fails tb as a missing server does.
 func Script(tb testing.TB, name string, packages ...string) string {
 	tb.Helper()
-	testenv.RequireCommand(tb, "node", "apt-get install nodejs")
+	quotatest.RequireCommand(tb, "node", "apt-get install nodejs")
 	_, file, _, ok := runtime.Caller(1)
 	if !ok {
 		tb.Fatal("validators: no source path")
@@ -29,7 +29,7 @@ func Script(tb testing.TB, name string, packages ...string) string {
 	dir := filepath.Dir(file)
 	for _, pkg := range packages {
 		if _, err := os.Stat(filepath.Join(dir, "..", "node_modules", filepath.FromSlash(pkg))); err != nil {
-			testenv.Unavailable(tb, pkg, "npm --prefix internal/validators ci", err)
+			quotatest.Unavailable(tb, pkg, "npm --prefix internal/validators ci", err)
 		}
 	}
 	return filepath.Join(dir, name)

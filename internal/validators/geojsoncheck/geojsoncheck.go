@@ -11,7 +11,7 @@
 //	npm --prefix internal/validators ci
 //
 // A missing node or missing packages fail the test, or skip it under
-// TILEAPI_TEST_SKIP_MISSING, as a missing server does (see testenv).
+// TEST_SKIP_MISSING, as a missing server does (see testenv).
 package geojsoncheck
 
 import (

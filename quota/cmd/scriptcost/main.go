@@ -33,8 +33,8 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/internal/quotalog"
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/internal/redislayout"
 )
 
 func main() {
@@ -217,7 +217,7 @@ func breakDown(ctx context.Context, rs *redisUnderCallgrind, store *quota.Redis,
 		call  func(id string) ([]string, []any)
 	}{
 		{"tileapi", tileapiSteps, func(id string) ([]string, []any) {
-			return []string{quotalog.LogKey(prefix, id)}, []any{strings.Repeat("\x00", 96), ">dddddddddddd", ">I3I3", "2000"}
+			return []string{redislayout.LogKey(prefix, id)}, []any{strings.Repeat("\x00", 96), ">dddddddddddd", ">I3I3", "2000"}
 		}},
 		{"redis_rate", rateSteps, func(id string) ([]string, []any) {
 			return []string{"rate:scriptcost:" + id}, []any{limit, limit, 1, 1}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // A short run counts every implementation, and the counts make sense: each
@@ -15,8 +15,8 @@ import (
 // breakdown counts each step, and leaves the scripts' own Lua some of the
 // total.
 func TestScriptCost(t *testing.T) {
-	testenv.RequireCommand(t, "valgrind", "apt-get install valgrind")
-	testenv.RequireCommand(t, "redis-server", "apt-get install redis-server")
+	quotatest.RequireCommand(t, "valgrind", "apt-get install valgrind")
+	quotatest.RequireCommand(t, "redis-server", "apt-get install redis-server")
 	var out, log bytes.Buffer
 	if err := run(context.Background(), []string{"-n", "200", "-breakdown"}, &out, &log); err != nil {
 		t.Fatalf("run: %v\n%s", err, log.String())

@@ -12,10 +12,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/internal/faultproxy"
-	"github.com/tileapi/tileapi/internal/testenv"
 	"github.com/tileapi/tileapi/quota"
-	"github.com/tileapi/tileapi/quotahttp"
+	"github.com/tileapi/tileapi/quota/quotahttp"
+	"github.com/tileapi/tileapi/quota/quotatest"
+	"github.com/tileapi/tileapi/quota/quotatest/faultproxy"
 )
 
 // pendingRig is a gate failing open over a real Redis at addr, with what a
@@ -120,21 +120,21 @@ func TestPendingChargesMadeWhenRedisIsBack(t *testing.T) {
 	plan := mustPlan(t, quota.Limit{Name: "minute", Max: 5, Window: time.Minute}, quota.Limit{Name: "day", Max: 6, Period: quota.Day})
 	for _, tc := range []struct {
 		name         string
-		fail, answer func(t *testing.T, srv *testenv.RedisServer)
+		fail, answer func(t *testing.T, srv *quotatest.RedisServer)
 		kept         int64 // of the units charged before the fault
 	}{
 		// The charges sent to a hung Redis run once it resumes, after
 		// their deadline: none is made, so none is counted twice.
-		{"hung", func(t *testing.T, srv *testenv.RedisServer) { srv.Hang(t) }, func(_ *testing.T, srv *testenv.RedisServer) { srv.Resume() }, 2},
+		{"hung", func(t *testing.T, srv *quotatest.RedisServer) { srv.Hang(t) }, func(_ *testing.T, srv *quotatest.RedisServer) { srv.Resume() }, 2},
 		// A restart without persistence loses what was charged before.
-		{"dead", func(_ *testing.T, srv *testenv.RedisServer) { srv.Stop() }, func(t *testing.T, srv *testenv.RedisServer) {
+		{"dead", func(_ *testing.T, srv *quotatest.RedisServer) { srv.Stop() }, func(t *testing.T, srv *quotatest.RedisServer) {
 			if err := srv.Start(); err != nil {
 				t.Fatal(err)
 			}
 		}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := testenv.StartRedisServer(t)
+			srv := quotatest.StartRedisServer(t)
 			rig := newPendingRig(t, srv.Addr, srv.Addr, plan)
 			for range 2 {
 				if code, status := rig.serve(t, "/", 1); code != 200 || status != "charged" {
@@ -171,7 +171,7 @@ func TestPendingChargesMadeWhenRedisIsBack(t *testing.T) {
 // A pending charge whose try reached Redis and was made, but whose answer
 // was lost, is not counted again when it is retried.
 func TestPendingChargeLostReply(t *testing.T) {
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	proxy, err := faultproxy.Start(srv.Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +238,7 @@ func TestPendingChargeLostReply(t *testing.T) {
 // unmetered with nothing owed, and the observer told. Work that fails owes
 // nothing; work settled owes what it settled at.
 func TestPendingLimitFailuresAndSettling(t *testing.T) {
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	plan := mustPlan(t, quota.PerMinute(100))
 	rig := newPendingRig(t, srv.Addr, srv.Addr, plan, quotahttp.WithPendingLimit(3))
 	srv.Stop()

@@ -12,12 +12,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/internal/faultproxy"
-	"github.com/tileapi/tileapi/internal/testenv"
-	"github.com/tileapi/tileapi/redisbatch"
+	"github.com/tileapi/tileapi/quota/quotatest"
+	"github.com/tileapi/tileapi/quota/quotatest/faultproxy"
+	"github.com/tileapi/tileapi/quota/redisbatch"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(quotatest.Main(m)) }
 
 // prefix gives each test its own keys on the shared servers.
 func prefix(t *testing.T) string {
@@ -29,7 +29,7 @@ func singleNode(t *testing.T, addr string) *redis.Client {
 	opt := &redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true}
 	if addr == "" {
 		var err error
-		if opt, err = redis.ParseURL(testenv.RedisURL(t)); err != nil {
+		if opt, err = redis.ParseURL(quotatest.RedisURL(t)); err != nil {
 			t.Fatal(err)
 		}
 		opt.MaxRetries, opt.ContextTimeoutEnabled = -1, true
@@ -41,7 +41,7 @@ func singleNode(t *testing.T, addr string) *redis.Client {
 
 func cluster(t *testing.T) *redis.ClusterClient {
 	t.Helper()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.RedisClusterAddrs(t), MaxRetries: -1, ContextTimeoutEnabled: true})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: quotatest.RedisClusterAddrs(t), MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -315,7 +315,7 @@ func TestAbandonedCallIsNotSent(t *testing.T) {
 
 // addrOf is the host:port of the test Redis.
 func addrOf(t *testing.T) string {
-	opt, err := redis.ParseURL(testenv.RedisURL(t))
+	opt, err := redis.ParseURL(quotatest.RedisURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,12 +19,12 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/internal/testenv"
 	"github.com/tileapi/tileapi/quota"
-	"github.com/tileapi/tileapi/quotahttp"
+	"github.com/tileapi/tileapi/quota/quotahttp"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { quotatest.Main(m) }
 
 // epoch is where test clocks start.
 var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -493,7 +493,7 @@ func TestConcurrentExactnessOverRedis(t *testing.T) {
 }
 
 func mustRedisOptions(t *testing.T) *redis.Options {
-	o, err := redis.ParseURL(testenv.RedisURL(t))
+	o, err := redis.ParseURL(quotatest.RedisURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}

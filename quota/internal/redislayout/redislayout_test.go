@@ -1,4 +1,4 @@
-package quotalog
+package redislayout
 
 import (
 	"strings"

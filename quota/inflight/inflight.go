@@ -15,7 +15,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/tileapi/tileapi/internal/quotalog"
+	"github.com/tileapi/tileapi/quota/internal/redislayout"
 	"strconv"
 	"sync"
 	"time"
@@ -77,7 +77,7 @@ type scripter interface {
 }
 
 // DefaultPrefix starts every key Redis writes.
-const DefaultPrefix = "tileapi:f:"
+const DefaultPrefix = "inflight:"
 
 // Redis holds leases in Redis, shared by every server.
 type Redis struct {
@@ -203,7 +203,7 @@ func anys(ss []string) []any {
 // key is the identity's lease set; the identity, escaped as the quota
 // escapes it (one to one, no brace left), is its hash tag.
 func (r *Redis) key(identity string) string {
-	return r.prefix + "{" + quotalog.EscapeIdentity(identity) + "}"
+	return r.prefix + "{" + redislayout.EscapeIdentity(identity) + "}"
 }
 
 func newID() (string, error) {

@@ -12,10 +12,6 @@ import (
 	"github.com/tileapi/tileapi/quota"
 )
 
-// ProblemTypeBase prefixes the type of every problem ProblemFor makes: the
-// page that explains its code.
-const ProblemTypeBase = "https://tileapi.dev/problems/"
-
 // Problem is an RFC 9457 problem+json body. Code is the stable,
 // machine-readable name of the problem; the other members carry what a
 // client needs to act on it.
@@ -39,9 +35,11 @@ type Problem struct {
 	ResetsAt string `json:"resets_at,omitempty"`
 }
 
-// NewProblem returns a problem of the given status and code.
+// NewProblem returns a problem of the given status and code. Its type is
+// "about:blank" (RFC 9457 section 4.2.1): Code names the problem, and a
+// service that documents its problems at pages of its own sets Type.
 func NewProblem(status int, code, title, detail string) *Problem {
-	return &Problem{Type: ProblemTypeBase + code, Title: title, Status: status, Detail: detail, Code: code}
+	return &Problem{Type: "about:blank", Title: title, Status: status, Detail: detail, Code: code}
 }
 
 // ProblemFor is the problem the default error handler answers for err:

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tileapi/tileapi/quota"
-	"github.com/tileapi/tileapi/quotahttp"
+	"github.com/tileapi/tileapi/quota/quotahttp"
 )
 
 // A server whose search costs more the more results it asks for: 300 units

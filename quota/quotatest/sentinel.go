@@ -1,4 +1,4 @@
-package testenv
+package quotatest
 
 import (
 	"context"
@@ -33,7 +33,7 @@ type Sentinels struct {
 // knows the replica and the two other Sentinels: until then a failover
 // could not be agreed on. Everything is killed when tb ends. Where no
 // redis-server is on PATH it fails tb, or skips it under
-// TILEAPI_TEST_SKIP_MISSING.
+// TEST_SKIP_MISSING.
 func StartSentinels(tb testing.TB) *Sentinels {
 	tb.Helper()
 	// A primary waits 5 s by default before it syncs a replica, for more to
@@ -94,7 +94,7 @@ sentinel parallel-syncs %[4]s 1
 		return m["num-slaves"] == "1" && m["num-other-sentinels"] == "2", err
 	})
 	if err != nil {
-		tb.Fatalf("testenv: the sentinels did not find each other and the replica: %v", err)
+		tb.Fatalf("quotatest: the sentinels did not find each other and the replica: %v", err)
 	}
 	return s
 }
@@ -121,7 +121,7 @@ func (s *Sentinels) CutReplica(tb testing.TB) {
 	}
 	c := redis.NewClient(&redis.Options{Addr: s.Replica.Addr})
 	defer c.Close()
-	if err := c.ReplicaOf(context.Background(), "127.0.0.1", strconv.Itoa(port)).Err(); err != nil {
+	if err := c.Do(context.Background(), "REPLICAOF", "127.0.0.1", strconv.Itoa(port)).Err(); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -137,7 +137,7 @@ func (s *Sentinels) WaitFailover(tb testing.TB, timeout time.Duration) time.Dura
 		return len(a) == 2 && a[0]+":"+a[1] == s.Replica.Addr, err
 	})
 	if err != nil {
-		tb.Fatalf("testenv: no failover to the replica within %v: %v", timeout, err)
+		tb.Fatalf("quotatest: no failover to the replica within %v: %v", timeout, err)
 	}
 	return time.Since(start)
 }
@@ -184,14 +184,14 @@ func waitLinked(primary, replica string, timeout time.Duration) error {
 			break
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("testenv: replica %s did not link to its primary", replica)
+			return fmt.Errorf("quotatest: replica %s did not link to its primary", replica)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	p := redis.NewClient(&redis.Options{Addr: primary, MaxRetries: -1})
 	defer p.Close()
 	if n, err := p.Wait(ctx, 1, timeout).Result(); err != nil || n != 1 {
-		return fmt.Errorf("testenv: replica %s did not acknowledge its primary: %d acknowledged, %v", replica, n, err)
+		return fmt.Errorf("quotatest: replica %s did not acknowledge its primary: %d acknowledged, %v", replica, n, err)
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/go-chi/httprate"
 
 	"github.com/tileapi/tileapi/quota"
-	"github.com/tileapi/tileapi/quotahttp"
+	"github.com/tileapi/tileapi/quota/quotahttp"
 )
 
 // BenchmarkMiddleware measures what the gate itself costs a request, with

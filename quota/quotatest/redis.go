@@ -1,4 +1,4 @@
-package testenv
+package quotatest
 
 import (
 	"context"
@@ -29,7 +29,7 @@ type RedisServer struct {
 // StartRedisServer starts a redis-server on a free loopback port, with no
 // persistence, and stops it when tb ends. extra is appended to its arguments.
 // Where no redis-server is on PATH it fails tb, or skips it under
-// TILEAPI_TEST_SKIP_MISSING.
+// TEST_SKIP_MISSING.
 func StartRedisServer(tb testing.TB, extra ...string) *RedisServer {
 	tb.Helper()
 	RequireCommand(tb, "redis-server", "apt-get install redis-server")
@@ -60,7 +60,7 @@ func (s *RedisServer) Start() error {
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := spawn(s.cmd); err != nil {
 		s.cmd = nil
-		return fmt.Errorf("testenv: start redis-server: %w", err)
+		return fmt.Errorf("quotatest: start redis-server: %w", err)
 	}
 	if err := waitPing(s.Addr, 10*time.Second); err != nil {
 		s.Stop()
@@ -156,7 +156,7 @@ func startRedisCluster(n int) ([]string, error) {
 	}
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("testenv: redis-cli --cluster create: %w: %s", err, out)
+		return nil, fmt.Errorf("quotatest: redis-cli --cluster create: %w: %s", err, out)
 	}
 	// Every node must see the cluster as ok, or the first commands that land
 	// on a slow one get CLUSTERDOWN.
@@ -168,7 +168,7 @@ func startRedisCluster(n int) ([]string, error) {
 				break
 			}
 			if time.Now().After(deadline) {
-				return nil, errors.New("testenv: cluster did not reach cluster_state:ok")
+				return nil, errors.New("quotatest: cluster did not reach cluster_state:ok")
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -179,7 +179,7 @@ func startRedisCluster(n int) ([]string, error) {
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("testenv: free port: %w", err)
+		return 0, fmt.Errorf("quotatest: free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
@@ -197,7 +197,7 @@ func waitPing(addr string, timeout time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("testenv: redis at %s did not answer: %w", addr, err)
+			return fmt.Errorf("quotatest: redis at %s did not answer: %w", addr, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

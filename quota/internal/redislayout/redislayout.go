@@ -1,4 +1,4 @@
-// Package quotalog is the layout of a quota.Redis store's keys and log,
+// Package redislayout is the layout of a quota.Redis store's keys and log,
 // defined once: package quota writes it (its Lua scripts are rendered with
 // these names), and audits read it back, such as the load tool's exactness
 // verdict. It is internal because the layout is not part of quota's API: it
@@ -20,7 +20,7 @@
 // big-endian unsigned integers of as few bytes as the plan needs: most plans
 // take 5 or 6 bytes a record. A refunded record keeps its place with cost 0,
 // so receipts can name records by index.
-package quotalog
+package redislayout
 
 import (
 	"context"
@@ -110,7 +110,7 @@ func Read(ctx context.Context, c interface {
 	case errors.Is(err, redis.Nil):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("quotalog: read %s: %w", key, err)
+		return nil, fmt.Errorf("redislayout: read %s: %w", key, err)
 	}
 	return Parse(s)
 }
@@ -119,18 +119,18 @@ func Read(ctx context.Context, c interface {
 // those that have left every window but await the rewrite.
 func Parse(s string) ([]Entry, error) {
 	if len(s) < 8 {
-		return nil, fmt.Errorf("quotalog: log of %d bytes has no header", len(s))
+		return nil, fmt.Errorf("redislayout: log of %d bytes has no header", len(s))
 	}
 	n := int(Header(s[len(s)-8:]).Field(1))
 	size := 8 * HeaderFields(n)
 	if n < 1 || size > len(s) {
-		return nil, fmt.Errorf("quotalog: log of %d bytes has no header of %d windows", len(s), n)
+		return nil, fmt.Errorf("redislayout: log of %d bytes has no header of %d windows", len(s), n)
 	}
 	h := Header(s[len(s)-size:])
 	tb, cb, base, first := int(h.Field(TB)), int(h.Field(CB)), h.Field(Base), h.Field(First)
 	width, tail, room := tb+cb, int(h.Field(Tail)), int(h.Field(Cap))
 	if tb < 1 || cb < 1 || tail > room || room*width != len(s)-size {
-		return nil, fmt.Errorf("quotalog: log of %d bytes: %d records of %d+%d bytes (room for %d) do not fit", len(s), tail, tb, cb, room)
+		return nil, fmt.Errorf("redislayout: log of %d bytes: %d records of %d+%d bytes (room for %d) do not fit", len(s), tail, tb, cb, room)
 	}
 	out := make([]Entry, tail)
 	for i := range out {

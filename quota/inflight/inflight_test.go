@@ -14,11 +14,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/internal/faultproxy"
-	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota/quotatest"
+	"github.com/tileapi/tileapi/quota/quotatest/faultproxy"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(quotatest.Main(m)) }
 
 // limiter is what Redis and Memory share.
 type limiter interface {
@@ -61,14 +61,14 @@ func kinds() []kind {
 			return ls
 		}},
 		{"redis", redisServers(func(t *testing.T) redis.UniversalClient {
-			opt, err := redis.ParseURL(testenv.RedisURL(t))
+			opt, err := redis.ParseURL(quotatest.RedisURL(t))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return redis.NewClient(opt)
 		})},
 		{"cluster", redisServers(func(t *testing.T) redis.UniversalClient {
-			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.RedisClusterAddrs(t)})
+			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: quotatest.RedisClusterAddrs(t)})
 		})},
 	}
 }
@@ -274,7 +274,7 @@ func scriptCalls(t *testing.T, addr string) int64 {
 // it gives nothing to callers that gave up.
 func TestAcquireLate(t *testing.T) {
 	ctx := context.Background()
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	r := NewRedis(served(t, srv.Addr), WithLease(time.Minute))
 	// A first acquire loads the script and tells how far Redis's clock is.
 	first, _, err := r.Acquire(ctx, "key:1", 1)
@@ -327,7 +327,7 @@ func TestAcquireLate(t *testing.T) {
 // answers, not a lease time later.
 func TestReleaseRetried(t *testing.T) {
 	ctx := context.Background()
-	srv := testenv.StartRedisServer(t)
+	srv := quotatest.StartRedisServer(t)
 	p, err := faultproxy.Start(srv.Addr)
 	if err != nil {
 		t.Fatal(err)

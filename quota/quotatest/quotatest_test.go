@@ -1,0 +1,206 @@
+package quotatest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envHelper) == "crash" {
+		crashHelper()
+		return
+	}
+	os.Exit(Main(m))
+}
+
+// envHelper makes the test binary play a test binary under test: see
+// crashHelper and TestHelperNeedsRedis.
+const envHelper = "TESTENV_HELPER"
+
+// The servers started from this machine's binaries answer, and are gone,
+// directory and all, once Main's cleanup has run.
+func TestLocalServersStopAtExit(t *testing.T) {
+	ctx := context.Background()
+	before := ownDirs()
+	redisURL, err := startLocalRedis(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := slices.DeleteFunc(ownDirs(), func(d string) bool { return slices.Contains(before, d) })
+	if len(dirs) != 1 {
+		t.Fatalf("this binary's directories: %q, want one for Redis", dirs)
+	}
+	if err := pingRedis(ctx, redisURL); err != nil {
+		t.Fatalf("self-started Redis: %v", err)
+	}
+
+	stopOwned()
+	if err := pingRedis(ctx, redisURL); err == nil {
+		t.Error("Redis still answers after cleanup")
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s is left after cleanup (%v)", d, err)
+		}
+	}
+}
+
+// Without TEST_REDIS_CLUSTER_ADDRS, a cluster of three masters is started
+// from redis-server, and takes writes.
+func TestClusterFromBinaries(t *testing.T) {
+	t.Setenv(EnvRedisClusterAddrs, "")
+	addrs := RedisClusterAddrs(t)
+	if len(addrs) != 3 {
+		t.Fatalf("cluster addresses %q, want 3", addrs)
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	defer c.Close()
+	ctx := context.Background()
+	info, err := c.ClusterInfo(ctx).Result()
+	if err != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:3") {
+		t.Fatalf("CLUSTER INFO: %v\n%s", err, info)
+	}
+	if err := c.Set(ctx, "quotatest:cluster", "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A test binary killed before Main can clean up takes its servers with it
+// (parent-death signal), and the next binary removes its directories.
+func TestKilledBinaryLeavesNothing(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envHelper+"=crash")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	var redisURL string
+	if _, err2 := fmt.Sscan(line, &redisURL); err != nil || err2 != nil {
+		t.Fatalf("helper said %q (%v, %v)", line, err, err2)
+	}
+
+	ctx := context.Background()
+	if !eventually(func() bool { return pingRedis(ctx, redisURL) != nil }) {
+		t.Error("the killed binary's Redis still answers")
+	}
+	prefix := fmt.Sprintf("%s/%s%d-", os.TempDir(), tempPrefix, cmd.Process.Pid)
+	left := func() []string { return globDirs(prefix) }
+	if len(left()) != 1 {
+		t.Fatalf("the killed binary left %q, want its directory until a sweep", left())
+	}
+	sweepTempDirs()
+	if d := left(); len(d) != 0 {
+		t.Errorf("after the sweep: %q", d)
+	}
+}
+
+// crashHelper starts a server, prints its URL and waits to be killed.
+func crashHelper() {
+	ctx := context.Background()
+	redisURL, err := startLocalRedis(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(redisURL)
+	select {}
+}
+
+// A test whose server cannot be had fails with how to get one, so that a
+// plain go test ./... says FAIL; TEST_SKIP_MISSING=1 skips it.
+func TestMissingServerFailsUnlessSkipped(t *testing.T) {
+	run := func(extra ...string) (string, error) {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperNeedsRedis$", "-test.v")
+		cmd.Env = append(withoutEnv(EnvRedisURL, EnvSkipMissing, "PATH"),
+			append([]string{envHelper + "=needs-redis", "PATH=" + t.TempDir()}, extra...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run()
+	if err == nil || !strings.Contains(out, "--- FAIL: TestHelperNeedsRedis") ||
+		!strings.Contains(out, "apt-get install redis-server") || !strings.Contains(out, "or "+EnvSkipMissing+"=1 to skip") {
+		t.Errorf("without redis-server: %v\n%s", err, out)
+	}
+	out, err = run(EnvSkipMissing + "=1")
+	if err != nil || !strings.Contains(out, "--- SKIP: TestHelperNeedsRedis") {
+		t.Errorf("without redis-server, with %s=1: %v\n%s", EnvSkipMissing, err, out)
+	}
+}
+
+// TestHelperNeedsRedis is the test TestMissingServerFailsUnlessSkipped
+// runs in a test binary of its own; elsewhere it does nothing.
+func TestHelperNeedsRedis(t *testing.T) {
+	if os.Getenv(envHelper) != "needs-redis" {
+		return
+	}
+	RedisURL(t)
+	t.Error("RedisURL returned with no way to get a Redis")
+}
+
+func pingRedis(ctx context.Context, url string) error {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	opt.MaxRetries = -1
+	c := redis.NewClient(opt)
+	defer c.Close()
+	return c.Ping(ctx).Err()
+}
+
+// ownDirs lists this binary's server directories.
+func ownDirs() []string {
+	return globDirs(fmt.Sprintf("%s/%s%d-", os.TempDir(), tempPrefix, os.Getpid()))
+}
+
+func globDirs(prefix string) []string {
+	entries, _ := os.ReadDir(os.TempDir())
+	var dirs []string
+	for _, e := range entries {
+		if p := os.TempDir() + "/" + e.Name(); strings.HasPrefix(p, prefix) {
+			dirs = append(dirs, p)
+		}
+	}
+	return dirs
+}
+
+// eventually reports whether cond holds within ten seconds: a killed
+// process's children get their signal at once, but take a moment to end.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+func withoutEnv(names ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, k) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
