@@ -10,7 +10,7 @@ import (
 
 	"github.com/paulmach/orb"
 
-	"github.com/tileapi/tileapi/dataset"
+	"github.com/tileapi/tileapi/internal/dataset"
 	"github.com/tileapi/tileapi/internal/spatialtest"
 )
 

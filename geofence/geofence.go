@@ -6,7 +6,7 @@
 // package load, and Memory, over the dataset held in memory, for running
 // with no database. Their answers are checked against each other by a
 // differential test. Inputs are validated the same way by both; an invalid
-// one is reported as a *field.Error naming the field.
+// one is reported as a *param.Error naming the field.
 package geofence
 
 import (
@@ -15,8 +15,8 @@ import (
 
 	"github.com/paulmach/orb/geojson"
 
-	"github.com/tileapi/tileapi/dataset"
-	"github.com/tileapi/tileapi/field"
+	"github.com/tileapi/tileapi/internal/dataset"
+	"github.com/tileapi/tileapi/internal/param"
 )
 
 // Limits of a Within query.
@@ -90,23 +90,23 @@ func FenceCollection(fs []dataset.Fence) *geojson.FeatureCollection {
 }
 
 // ParseWithin reads a WithinQuery from the text of request parameters, each
-// number in the strict syntax of field.Float and field.Int; an empty limit
+// number in the strict syntax of param.Float and param.Int; an empty limit
 // means DefaultLimit. The result is validated.
 func ParseWithin(lng, lat, radius, limit string) (WithinQuery, error) {
 	var q WithinQuery
 	var err error
-	if q.Lng, err = field.Float("lng", lng); err != nil {
+	if q.Lng, err = param.Float("lng", lng); err != nil {
 		return q, err
 	}
-	if q.Lat, err = field.Float("lat", lat); err != nil {
+	if q.Lat, err = param.Float("lat", lat); err != nil {
 		return q, err
 	}
-	if q.Radius, err = field.Float("radius", radius); err != nil {
+	if q.Radius, err = param.Float("radius", radius); err != nil {
 		return q, err
 	}
 	q.Limit = DefaultLimit
 	if limit != "" {
-		n, err := field.Int("limit", limit)
+		n, err := param.Int("limit", limit)
 		if err != nil {
 			return q, err
 		}
@@ -116,38 +116,38 @@ func ParseWithin(lng, lat, radius, limit string) (WithinQuery, error) {
 }
 
 // ParseContains reads a ContainsQuery (without geometry) from the text of
-// request parameters, in the strict syntax of field.Float. The result is
+// request parameters, in the strict syntax of param.Float. The result is
 // validated.
 func ParseContains(lng, lat string) (ContainsQuery, error) {
 	var q ContainsQuery
 	var err error
-	if q.Lng, err = field.Float("lng", lng); err != nil {
+	if q.Lng, err = param.Float("lng", lng); err != nil {
 		return q, err
 	}
-	if q.Lat, err = field.Float("lat", lat); err != nil {
+	if q.Lat, err = param.Float("lat", lat); err != nil {
 		return q, err
 	}
 	return q, q.Validate()
 }
 
-// Validate returns a *field.Error for the first invalid field of q.
+// Validate returns a *param.Error for the first invalid field of q.
 func (q WithinQuery) Validate() error {
 	if err := validatePoint(q.Lng, q.Lat); err != nil {
 		return err
 	}
 	if math.IsNaN(q.Radius) || math.IsInf(q.Radius, 0) {
-		return field.Invalid("radius", "must be a finite number")
+		return param.Invalid("radius", "must be a finite number")
 	}
 	if q.Radius <= 0 || q.Radius > MaxRadius {
-		return field.Invalid("radius", "must be in (0, %d] metres", MaxRadius)
+		return param.Invalid("radius", "must be in (0, %d] metres", MaxRadius)
 	}
 	if q.Limit < 1 || q.Limit > MaxLimit {
-		return field.Invalid("limit", "must be in [1, %d]", MaxLimit)
+		return param.Invalid("limit", "must be in [1, %d]", MaxLimit)
 	}
 	return nil
 }
 
-// Validate returns a *field.Error for the first invalid field of q.
+// Validate returns a *param.Error for the first invalid field of q.
 func (q ContainsQuery) Validate() error {
 	return validatePoint(q.Lng, q.Lat)
 }
@@ -158,10 +158,10 @@ func validatePoint(lng, lat float64) error {
 		v, to float64
 	}{{"lng", lng, 180}, {"lat", lat, 90}} {
 		if math.IsNaN(c.v) || math.IsInf(c.v, 0) {
-			return field.Invalid(c.name, "must be a finite number")
+			return param.Invalid(c.name, "must be a finite number")
 		}
 		if c.v < -c.to || c.v > c.to {
-			return field.Invalid(c.name, "must be in [%g, %g]", -c.to, c.to)
+			return param.Invalid(c.name, "must be in [%g, %g]", -c.to, c.to)
 		}
 	}
 	return nil

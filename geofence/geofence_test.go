@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tileapi/tileapi/dataset"
-	"github.com/tileapi/tileapi/field"
+	"github.com/tileapi/tileapi/internal/dataset"
+	"github.com/tileapi/tileapi/internal/param"
 	"github.com/tileapi/tileapi/internal/spatialtest"
 )
 
@@ -98,12 +98,12 @@ func TestParseContains(t *testing.T) {
 
 func checkField(t *testing.T, err error, name string) {
 	t.Helper()
-	var fe *field.Error
+	var fe *param.Error
 	switch {
 	case name == "" && err != nil:
 		t.Fatalf("unexpected error %v", err)
 	case name != "" && !errors.As(err, &fe):
-		t.Fatalf("error %v, want a *field.Error for %s", err, name)
+		t.Fatalf("error %v, want a *param.Error for %s", err, name)
 	case name != "" && fe.Field != name:
 		t.Fatalf("error names field %q, want %q", fe.Field, name)
 	}
@@ -257,7 +257,7 @@ func TestExplainUsesIndex(t *testing.T) {
 	}
 }
 
-// FuzzParseWithin: any parameters give a valid query or a *field.Error
+// FuzzParseWithin: any parameters give a valid query or a *param.Error
 // naming one of them, never a panic; an accepted number is spelt with
 // digits, '-' and '.' alone.
 func FuzzParseWithin(f *testing.F) {
@@ -297,12 +297,12 @@ func FuzzParseContains(f *testing.F) {
 	})
 }
 
-// checkRejected fails unless err is a *field.Error for one of fields.
+// checkRejected fails unless err is a *param.Error for one of fields.
 func checkRejected(t *testing.T, err error, fields ...string) {
 	t.Helper()
-	var fe *field.Error
+	var fe *param.Error
 	if !errors.As(err, &fe) || !slices.Contains(fields, fe.Field) || fe.Reason == "" {
-		t.Fatalf("error %v, want a *field.Error for one of %v", err, fields)
+		t.Fatalf("error %v, want a *param.Error for one of %v", err, fields)
 	}
 }
 

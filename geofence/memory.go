@@ -11,7 +11,7 @@ import (
 	"github.com/paulmach/orb/planar"
 	"github.com/tidwall/rtree"
 
-	"github.com/tileapi/tileapi/dataset"
+	"github.com/tileapi/tileapi/internal/dataset"
 )
 
 // Memory answers queries from a dataset held in memory, through R-trees over

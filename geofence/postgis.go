@@ -9,7 +9,7 @@ import (
 	"github.com/paulmach/orb"
 	"github.com/paulmach/orb/encoding/wkb"
 
-	"github.com/tileapi/tileapi/dataset"
+	"github.com/tileapi/tileapi/internal/dataset"
 	"github.com/tileapi/tileapi/internal/pgq"
 )
 

@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/httpapi"
-	"github.com/tileapi/tileapi/keys"
+	"github.com/tileapi/tileapi/internal/httpapi"
+	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/quota"
 )
 

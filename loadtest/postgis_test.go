@@ -12,9 +12,9 @@ import (
 	"github.com/paulmach/orb"
 	"github.com/paulmach/orb/maptile"
 
+	"github.com/tileapi/tileapi/internal/seed"
 	"github.com/tileapi/tileapi/internal/spatialtest"
 	"github.com/tileapi/tileapi/internal/testenv"
-	"github.com/tileapi/tileapi/load"
 )
 
 // loadedSchema returns the URL of a new schema loaded by `tileapi load`,
@@ -60,7 +60,7 @@ func TestPostGISThroughputScenario(t *testing.T) {
 		t.Error("the tile of Paris is not listed")
 	}
 	// Renewed, the data version keys a Redis tile cache no earlier run filled.
-	if err := load.Renew(ctx, pool); err != nil {
+	if err := seed.Renew(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
 	plan := Plan{Name: "unlimited", MaxRadius: 10_000, Limits: []Limit{{Name: "second", Window: time.Second, Max: 1 << 40}}}

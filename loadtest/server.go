@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tileapi/tileapi/plans"
+	"github.com/tileapi/tileapi/internal/plans"
 )
 
 // Build compiles tileapi into dir as the Dockerfile does (CGO_ENABLED=0)

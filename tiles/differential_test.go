@@ -10,7 +10,7 @@ import (
 	"github.com/paulmach/orb/maptile"
 	"github.com/paulmach/orb/planar"
 
-	"github.com/tileapi/tileapi/dataset"
+	"github.com/tileapi/tileapi/internal/dataset"
 	"github.com/tileapi/tileapi/internal/spatialtest"
 	"github.com/tileapi/tileapi/internal/validators/mvtcheck"
 )

@@ -16,7 +16,7 @@ import (
 	"github.com/paulmach/orb/simplify"
 	"github.com/tidwall/rtree"
 
-	"github.com/tileapi/tileapi/dataset"
+	"github.com/tileapi/tileapi/internal/dataset"
 )
 
 // Memory renders tiles with orb from a dataset held in memory, following the

@@ -3,7 +3,7 @@ package tiles
 import (
 	"strings"
 
-	"github.com/tileapi/tileapi/dataset"
+	"github.com/tileapi/tileapi/internal/dataset"
 )
 
 // TileJSON is a TileJSON 3.0.0 document describing one layer.

@@ -9,7 +9,7 @@
 //
 // Two renderers have the same method: PostGIS (ST_AsMVT) and Memory (orb),
 // checked against each other by a differential test. An invalid layer or
-// tile is reported as a *field.Error naming "layer", "z", "x" or "y".
+// tile is reported as a *param.Error naming "layer", "z", "x" or "y".
 package tiles
 
 import (
@@ -18,8 +18,8 @@ import (
 
 	"github.com/paulmach/orb/maptile"
 
-	"github.com/tileapi/tileapi/dataset"
-	"github.com/tileapi/tileapi/field"
+	"github.com/tileapi/tileapi/internal/dataset"
+	"github.com/tileapi/tileapi/internal/param"
 )
 
 // Tile geometry and media type.
@@ -130,18 +130,18 @@ func LayerNames() []string {
 	return names
 }
 
-// LookupLayer returns the layer called name, or a *field.Error for "layer".
+// LookupLayer returns the layer called name, or a *param.Error for "layer".
 func LookupLayer(name string) (Layer, error) {
 	for _, l := range Layers() {
 		if l.Name == name {
 			return l, nil
 		}
 	}
-	return Layer{}, field.Invalid("layer", "unknown layer %q", name)
+	return Layer{}, param.Invalid("layer", "unknown layer %q", name)
 }
 
 // Parse reads a layer name and z/x/y from the text of a request path, each
-// number in the strict syntax of field.Int, and validates them.
+// number in the strict syntax of param.Int, and validates them.
 func Parse(layer, z, x, y string) (Layer, maptile.Tile, error) {
 	l, err := LookupLayer(layer)
 	if err != nil {
@@ -149,7 +149,7 @@ func Parse(layer, z, x, y string) (Layer, maptile.Tile, error) {
 	}
 	var v [3]int64
 	for i, c := range []struct{ name, s string }{{"z", z}, {"x", x}, {"y", y}} {
-		if v[i], err = field.Int(c.name, c.s); err != nil {
+		if v[i], err = param.Int(c.name, c.s); err != nil {
 			return l, maptile.Tile{}, err
 		}
 	}
@@ -160,7 +160,7 @@ func Parse(layer, z, x, y string) (Layer, maptile.Tile, error) {
 	return l, maptile.New(uint32(v[1]), uint32(v[2]), maptile.Zoom(v[0])), nil
 }
 
-// Validate returns a *field.Error if t is outside the layer's zoom range or
+// Validate returns a *param.Error if t is outside the layer's zoom range or
 // its x or y is outside [0, 2^z).
 func (l Layer) Validate(t maptile.Tile) error {
 	return l.check(int64(t.Z), int64(t.X), int64(t.Y))
@@ -168,14 +168,14 @@ func (l Layer) Validate(t maptile.Tile) error {
 
 func (l Layer) check(z, x, y int64) error {
 	if z < int64(l.MinZoom) || z > int64(l.MaxZoom) {
-		return field.Invalid("z", "must be in [%d, %d] for layer %s", l.MinZoom, l.MaxZoom, l.Name)
+		return param.Invalid("z", "must be in [%d, %d] for layer %s", l.MinZoom, l.MaxZoom, l.Name)
 	}
 	n := int64(1) << z // z <= MaxZoom, far below 63
 	if x < 0 || x >= n {
-		return field.Invalid("x", "must be in [0, %d) at zoom %d", n, z)
+		return param.Invalid("x", "must be in [0, %d) at zoom %d", n, z)
 	}
 	if y < 0 || y >= n {
-		return field.Invalid("y", "must be in [0, %d) at zoom %d", n, z)
+		return param.Invalid("y", "must be in [0, %d) at zoom %d", n, z)
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/paulmach/orb/encoding/mvt"
 	"github.com/paulmach/orb/maptile"
 
-	"github.com/tileapi/tileapi/field"
+	"github.com/tileapi/tileapi/internal/param"
 	"github.com/tileapi/tileapi/internal/spatialtest"
 )
 
@@ -67,21 +67,21 @@ func TestParse(t *testing.T) {
 	} {
 		t.Run(strings.Join([]string{tc.layer, tc.z, tc.x, tc.y}, ","), func(t *testing.T) {
 			l, tile, err := Parse(tc.layer, tc.z, tc.x, tc.y)
-			var fe *field.Error
+			var fe *param.Error
 			switch {
 			case tc.field == "" && err != nil:
 				t.Fatalf("unexpected error %v", err)
 			case tc.field == "" && (l.Name != tc.layer || fmt.Sprintf("%d,%d,%d", tile.Z, tile.X, tile.Y) != tc.z+","+tc.x+","+tc.y):
 				t.Fatalf("got %s %d/%d/%d", l.Name, tile.Z, tile.X, tile.Y)
 			case tc.field != "" && (!errors.As(err, &fe) || fe.Field != tc.field):
-				t.Fatalf("error %v, want a *field.Error for %s", err, tc.field)
+				t.Fatalf("error %v, want a *param.Error for %s", err, tc.field)
 			}
 		})
 	}
 }
 
 // FuzzParse: any path segments give a tile of the layer that its Validate
-// accepts, spelt exactly as it was asked for, or a *field.Error naming the
+// accepts, spelt exactly as it was asked for, or a *param.Error naming the
 // layer, z, x or y; never a panic.
 func FuzzParse(f *testing.F) {
 	f.Add("places", "14", "16383", "0")
@@ -92,9 +92,9 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, layer, z, x, y string) {
 		l, tile, err := Parse(layer, z, x, y)
 		if err != nil {
-			var fe *field.Error
+			var fe *param.Error
 			if !errors.As(err, &fe) || !slices.Contains([]string{"layer", "z", "x", "y"}, fe.Field) {
-				t.Fatalf("Parse(%q, %q, %q, %q): error %v, want a *field.Error", layer, z, x, y, err)
+				t.Fatalf("Parse(%q, %q, %q, %q): error %v, want a *param.Error", layer, z, x, y, err)
 			}
 			return
 		}
@@ -208,7 +208,7 @@ func TestTile(t *testing.T) {
 			}
 			l, _ := LookupLayer("counties")
 			_, err := r.Tile(ctx, l, maptile.New(0, 0, 1))
-			var fe *field.Error
+			var fe *param.Error
 			if !errors.As(err, &fe) || fe.Field != "z" {
 				t.Errorf("z1 counties: error %v, want one for z", err)
 			}

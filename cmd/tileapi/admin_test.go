@@ -11,9 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tileapi/tileapi/internal/keys"
+	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/internal/spatialtest"
-	"github.com/tileapi/tileapi/keys"
-	"github.com/tileapi/tileapi/plans"
 )
 
 // adminToken is a token long enough for serve.

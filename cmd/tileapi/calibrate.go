@@ -10,11 +10,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tileapi/tileapi/calibrate"
 	"github.com/tileapi/tileapi/cost"
-	"github.com/tileapi/tileapi/dataset"
 	"github.com/tileapi/tileapi/geofence"
-	"github.com/tileapi/tileapi/plans"
+	"github.com/tileapi/tileapi/internal/calibrate"
+	"github.com/tileapi/tileapi/internal/dataset"
+	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/tiles"
 )
 

@@ -6,8 +6,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/tileapi/tileapi/keys"
-	"github.com/tileapi/tileapi/plans"
+	"github.com/tileapi/tileapi/internal/keys"
+	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/quota"
 )
 

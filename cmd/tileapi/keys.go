@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tileapi/tileapi/keys"
-	"github.com/tileapi/tileapi/plans"
+	"github.com/tileapi/tileapi/internal/keys"
+	"github.com/tileapi/tileapi/internal/plans"
 )
 
 const keysUsage = `tileapi keys create -plan PLAN [-name NAME] | list | revoke ID | set-plan ID PLAN

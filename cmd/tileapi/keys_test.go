@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/spatialtest"
-	"github.com/tileapi/tileapi/keys"
 )
 
 // TestKeys runs `tileapi keys` step by step against one database schema.

@@ -9,8 +9,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/tileapi/tileapi/dataset"
-	"github.com/tileapi/tileapi/load"
+	"github.com/tileapi/tileapi/internal/dataset"
+	"github.com/tileapi/tileapi/internal/seed"
 )
 
 // runLoad applies pending migrations, then replaces the places and fences
@@ -55,7 +55,7 @@ func runLoad(ctx context.Context, args []string, getenv func(string) string, std
 	if isTerminal(stdout) {
 		progress = stdout
 	}
-	c, err := load.Dataset(ctx, pool, d, progress)
+	c, err := seed.Dataset(ctx, pool, d, progress)
 	if err != nil {
 		return err
 	}

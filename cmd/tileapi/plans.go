@@ -9,7 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/tileapi/tileapi/plans"
+	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/tiles"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tileapi/tileapi/plans"
+	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/tiles"
 )
 

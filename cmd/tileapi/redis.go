@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/httpapi"
+	"github.com/tileapi/tileapi/internal/httpapi"
 )
 
 // checkEviction refuses a Redis whose maxmemory-policy may evict the

@@ -19,17 +19,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/dataset"
 	"github.com/tileapi/tileapi/geofence"
-	"github.com/tileapi/tileapi/httpapi"
 	"github.com/tileapi/tileapi/internal/conncap"
+	"github.com/tileapi/tileapi/internal/dataset"
+	"github.com/tileapi/tileapi/internal/httpapi"
+	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/ledger"
-	"github.com/tileapi/tileapi/keys"
-	"github.com/tileapi/tileapi/load"
+	"github.com/tileapi/tileapi/internal/seed"
+	"github.com/tileapi/tileapi/internal/tilecache"
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/inflight"
 	"github.com/tileapi/tileapi/quota/redisbatch"
-	"github.com/tileapi/tileapi/tilecache"
 	"github.com/tileapi/tileapi/tiles"
 )
 
@@ -317,7 +317,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		defer pool.Close()
 		reserve += c.dbMaxConns
 		cfg.Geofence, cfg.Tiles = geofence.NewPostGIS(pool, c.queryTimeout), tiles.NewPostGIS(pool, c.queryTimeout)
-		if cfg.DataVersion, err = load.Version(ctx, pool); err != nil {
+		if cfg.DataVersion, err = seed.Version(ctx, pool); err != nil {
 			return err
 		}
 		store = keys.NewPostgres(pool)

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tileapi/tileapi/httpapi"
+	"github.com/tileapi/tileapi/internal/httpapi"
 	"github.com/tileapi/tileapi/internal/spatialtest"
 	"github.com/tileapi/tileapi/quota/quotatest"
 )

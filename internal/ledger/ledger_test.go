@@ -308,7 +308,7 @@ func TestLaggingCounterRaised(t *testing.T) {
 	stale := make([]byte, 16)
 	binary.BigEndian.PutUint64(stale, math.Float64bits(float64(start.UnixMicro())))
 	binary.BigEndian.PutUint64(stale[8:], math.Float64bits(10))
-	client.HSet(ctx, "tileapi:q:{key:5}:c3", "month", string(stale))
+	client.HSet(ctx, quota.DefaultPrefix+"{key:5}:c3", "month", string(stale))
 	if d, _ := store.Charge(ctx, "key:5", p, 1); !d.Allowed {
 		t.Fatal("1 unit refused")
 	}

@@ -19,9 +19,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/tileapi/tileapi/dataset"
+	"github.com/tileapi/tileapi/internal/dataset"
+	"github.com/tileapi/tileapi/internal/seed"
 	"github.com/tileapi/tileapi/internal/testenv"
-	"github.com/tileapi/tileapi/load"
 	"github.com/tileapi/tileapi/migrations"
 )
 
@@ -95,7 +95,7 @@ func loadShared(ctx context.Context, base string) error {
 	if shared.data, err = dataset.Load(); err != nil {
 		return err
 	}
-	_, err = load.Dataset(ctx, shared.pool, shared.data, nil)
+	_, err = seed.Dataset(ctx, shared.pool, shared.data, nil)
 	return err
 }
 

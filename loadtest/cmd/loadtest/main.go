@@ -37,7 +37,7 @@ import (
 	"github.com/paulmach/orb/maptile"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tileapi/tileapi/load"
+	"github.com/tileapi/tileapi/internal/seed"
 	"github.com/tileapi/tileapi/loadtest"
 )
 
@@ -295,7 +295,7 @@ func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Write
 	plan := loadtest.Plan{Name: "unlimited", MaxRadius: 10_000, Limits: []loadtest.Limit{
 		{Name: "second", Max: 1 << 40, Window: time.Second}, // the largest max a limit may have
 	}}
-	seed := uint64(time.Now().UnixNano())
+	rngSeed := uint64(time.Now().UnixNano())
 	var databaseURL string
 	var tiles []maptile.Tile
 	var pool *pgxpool.Pool
@@ -307,10 +307,10 @@ func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Write
 		defer pool.Close()
 		// A new data version: the servers started next key their tile
 		// caches anew, so no tile an earlier run left in Redis is a hit.
-		if err := load.Renew(ctx, pool); err != nil {
+		if err := seed.Renew(ctx, pool); err != nil {
 			return err
 		}
-		if tiles, err = loadtest.PlacesTiles(ctx, pool, postgisZoom, seed); err != nil {
+		if tiles, err = loadtest.PlacesTiles(ctx, pool, postgisZoom, rngSeed); err != nil {
 			return err
 		}
 		databaseURL = c.databaseURL
@@ -354,7 +354,7 @@ func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Write
 	var err error
 	rep.Throughput, err = loadtest.Throughput(ctx, loadtest.ThroughputConfig{
 		Setups: setups, Clients: c.throughputClients, Phase: c.phase, MaxRequests: c.maxRequests,
-		Tiles: tiles, Seed: seed, Progress: stderr,
+		Tiles: tiles, Seed: rngSeed, Progress: stderr,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,329 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/tileapi/tileapi/internal/keys"
+	"github.com/tileapi/tileapi/internal/param"
+	"github.com/tileapi/tileapi/internal/plans"
+	"github.com/tileapi/tileapi/quota"
+)
+
+// adminFailures is how many failed admin authentications one client
+// address may make in a minute, on each server.
+const adminFailures = 10
+
+// adminGuard authenticates admin requests. The token is compared by its
+// SHA-256 digest, in constant time, so the time a comparison takes shows
+// neither its bytes nor its length. Each client address (the one the
+// anonymous quota counts, see clientNetwork) may fail adminFailures times
+// in a minute: every admin request charges one unit to its address before
+// the token is compared, and the right token gives it back, so concurrent
+// guesses cannot overrun the allowance; an address whose allowance is spent
+// gets a 429 without a comparison. The failures are counted in this
+// process, so each server allows its own.
+type adminGuard struct {
+	digest   [sha256.Size]byte
+	failures *quota.Memory
+	plan     quota.Plan
+}
+
+// newAdminGuard returns the guard of token, nil for none: the admin API
+// disabled.
+func newAdminGuard(token string) (*adminGuard, error) {
+	if token == "" {
+		return nil, nil
+	}
+	p, err := quota.NewPlan("admin-failures", quota.Limit{Name: "minute", Max: adminFailures, Window: time.Minute})
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: admin failures: %w", err)
+	}
+	return &adminGuard{digest: sha256.Sum256([]byte(token)), failures: quota.NewMemory(nil), plan: p}, nil
+}
+
+// matches reports whether token is the admin token.
+func (g *adminGuard) matches(token string) bool {
+	d := sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(d[:], g.digest[:]) == 1
+}
+
+// requireAdmin admits requests bearing the admin token; with no token
+// configured the admin API does not exist.
+func (s *Server) requireAdmin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g := s.adminGuard
+		if g == nil || s.cfg.KeyAdmin == nil {
+			writeProblem(w, problemFor(errAdminDisabled))
+			return
+		}
+		// A request whose address cannot be read is counted with every
+		// other such request.
+		network, _ := s.clientNetwork(r.Context())
+		d, err := g.failures.Charge(r.Context(), "admin-failures:"+network, g.plan, 1)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if !d.Allowed {
+			writeProblem(w, problemFor(&tooManyAdminFailuresError{usage: d.Limits[0]}))
+			return
+		}
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || !g.matches(token) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tileapi-admin"`)
+			writeProblem(w, problemFor(errAdminToken))
+			return
+		}
+		// Only failures count.
+		if _, err := g.failures.Refund(r.Context(), d.Receipt); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// keyJSON is an API key as the admin API shows it: never its secret.
+type keyJSON struct {
+	ID        int64      `json:"id"`
+	Prefix    string     `json:"prefix"`
+	Name      string     `json:"name"`
+	Plan      string     `json:"plan"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	// Overrides are the key's own changes to its plan (plans.Overrides).
+	Overrides json.RawMessage `json:"overrides,omitempty"`
+}
+
+func keyOf(k keys.Key) keyJSON {
+	j := keyJSON{ID: k.ID, Prefix: k.Prefix, Name: k.Name, Plan: k.Plan, CreatedAt: k.CreatedAt, Overrides: k.Overrides}
+	if k.Revoked() {
+		j.RevokedAt = &k.RevokedAt
+	}
+	return j
+}
+
+// handleCreateKey serves POST /admin/keys {"name": "...", "plan": "free"}:
+// the new key, and its secret, shown this once.
+func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Name string `json:"name"`
+		Plan string `json:"plan"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeProblem(w, problemFor(param.Invalid("body", "must be a JSON object with name and plan")))
+		return
+	}
+	if err := s.checkPlan(req.Plan); err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	k, secret, err := s.cfg.KeyAdmin.Create(r.Context(), req.Name, req.Plan)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.keysChanged(r.Context())
+	writeJSON(w, http.StatusCreated, struct {
+		keyJSON
+		Secret string `json:"secret"`
+	}{keyOf(k), secret})
+}
+
+// handleListKeys serves GET /admin/keys.
+func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
+	ks, err := s.cfg.KeyAdmin.List(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := make([]keyJSON, len(ks))
+	for i, k := range ks {
+		out[i] = keyOf(k)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": out})
+}
+
+// handleGetKey serves GET /admin/keys/{id}.
+func (s *Server) handleGetKey(w http.ResponseWriter, r *http.Request) {
+	s.withKey(w, r, func(k keys.Key) { writeJSON(w, http.StatusOK, keyOf(k)) })
+}
+
+// handleRevokeKey serves DELETE /admin/keys/{id}: the key stops working
+// within the key cache's lifetime (seconds).
+func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request) {
+	id, err := keyID(r)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	k, err := s.cfg.KeyAdmin.Revoke(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.keysChanged(r.Context())
+	writeJSON(w, http.StatusOK, keyOf(k))
+}
+
+// handleSetPlan serves PUT /admin/keys/{id}/plan {"plan": "pro"}.
+func (s *Server) handleSetPlan(w http.ResponseWriter, r *http.Request) {
+	id, err := keyID(r)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	var req struct {
+		Plan string `json:"plan"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeProblem(w, problemFor(param.Invalid("body", "must be a JSON object with plan")))
+		return
+	}
+	if err := s.checkPlan(req.Plan); err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	k, err := s.cfg.KeyAdmin.SetPlan(r.Context(), id, req.Plan)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.keysChanged(r.Context())
+	writeJSON(w, http.StatusOK, keyOf(k))
+}
+
+// handleSetOverrides serves PUT /admin/keys/{id}/overrides with the JSON of
+// plans.Overrides: limits that replace or add to the key's plan's, and its
+// in-flight limit. They take effect on every server within the key index's
+// refresh interval; a bad override is a 400 naming it.
+func (s *Server) handleSetOverrides(w http.ResponseWriter, r *http.Request) {
+	s.withKey(w, r, func(k keys.Key) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			s.fail(w, r, param.Invalid("body", "could not be read: %v", err))
+			return
+		}
+		o, err := plans.ParseOverrides(body)
+		if err == nil && o.IsZero() {
+			err = param.Invalid("overrides", "change nothing; DELETE them instead")
+		}
+		if err == nil {
+			err = s.checkOverrides(k, o)
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		canonical, err := json.Marshal(o)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		s.storeOverrides(w, r, k.ID, canonical)
+	})
+}
+
+// handleDeleteOverrides serves DELETE /admin/keys/{id}/overrides: the key
+// goes back to its plan alone.
+func (s *Server) handleDeleteOverrides(w http.ResponseWriter, r *http.Request) {
+	s.withKey(w, r, func(k keys.Key) { s.storeOverrides(w, r, k.ID, nil) })
+}
+
+func (s *Server) storeOverrides(w http.ResponseWriter, r *http.Request, id int64, overrides []byte) {
+	k, err := s.cfg.KeyAdmin.SetOverrides(r.Context(), id, overrides)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.keysChanged(r.Context())
+	writeJSON(w, http.StatusOK, keyOf(k))
+}
+
+// checkOverrides reports overrides that do not make a valid plan of k's.
+func (s *Server) checkOverrides(k keys.Key, o plans.Overrides) error {
+	if _, ok := s.cfg.Plans.Lookup(k.Plan); !ok {
+		return &unknownPlanError{plan: k.Plan}
+	}
+	_, err := s.cfg.Plans.KeyPlan(k.Plan, o)
+	return err
+}
+
+// handleKeyUsage serves GET /admin/keys/{id}/usage.
+func (s *Server) handleKeyUsage(w http.ResponseWriter, r *http.Request) {
+	s.withKey(w, r, func(k keys.Key) {
+		p, err := s.planOf(k)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		d, err := s.quota.Peek(r.Context(), KeyIdentity(k.ID), p.Quota)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, usageOf(p.Name, d))
+	})
+}
+
+// handleResetUsage serves DELETE /admin/keys/{id}/usage: forgets the key's
+// charges.
+func (s *Server) handleResetUsage(w http.ResponseWriter, r *http.Request) {
+	s.withKey(w, r, func(k keys.Key) {
+		if err := s.quota.Reset(r.Context(), KeyIdentity(k.ID)); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// keysChanged applies a change made through this server to its key index
+// at once; other servers apply it at their next refresh.
+func (s *Server) keysChanged(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.KeyTimeout)
+	defer cancel()
+	if err := s.cfg.Keys.Refresh(ctx); err != nil {
+		s.log.WarnContext(ctx, "key index refresh failed", "err", err)
+	}
+}
+
+func (s *Server) withKey(w http.ResponseWriter, r *http.Request, f func(keys.Key)) {
+	id, err := keyID(r)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	k, err := s.cfg.KeyAdmin.Get(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f(k)
+}
+
+func (s *Server) checkPlan(name string) error {
+	_, err := s.cfg.Plans.KeyPlan(name, plans.Overrides{})
+	return err
+}
+
+func keyID(r *http.Request) (int64, error) {
+	id, err := param.Int("id", chi.URLParam(r, "id"))
+	if err != nil {
+		return 0, err
+	}
+	if id < 1 {
+		return 0, param.Invalid("id", "must be a positive integer")
+	}
+	return id, nil
+}

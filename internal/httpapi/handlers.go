@@ -1,0 +1,495 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/paulmach/orb/maptile"
+
+	"github.com/tileapi/tileapi/internal/param"
+
+	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/internal/tilecache"
+	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/quotahttp"
+	"github.com/tileapi/tileapi/tiles"
+)
+
+// handleWithin serves GET /v1/geofence/within?lng=&lat=&radius=&limit=: the
+// places within radius metres, nearest first. The price grows with the
+// searched area.
+func (s *Server) handleWithin(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	q, err := geofence.ParseWithin(v.Get("lng"), v.Get("lat"), v.Get("radius"), v.Get("limit"))
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	s.gate(w, r, func(c caller) (metered, error) {
+		var overPlan error
+		if q.Radius > c.plan.MaxRadius {
+			overPlan = &overPlanError{plan: c.plan, radius: q.Radius}
+		}
+		return metered{
+			route:    "within",
+			cost:     c.plan.Cost.Radius(q.Radius),
+			overPlan: overPlan,
+			fits: func(p *problem, budget int64) {
+				p.Field, p.MaxRadius = "radius", c.plan.Cost.LargestRadius(budget)
+			},
+			work: func(ctx context.Context) (*response, error) {
+				ns, err := s.cfg.Geofence.Within(ctx, q)
+				if err != nil {
+					return nil, err
+				}
+				return geoJSON(geofence.NearCollection(ns), len(ns))
+			},
+		}, nil
+	})
+}
+
+// handleContains serves GET /v1/geofence/contains?lng=&lat=[&geometry=true]:
+// the countries and counties that contain the point. With geometry it is
+// priced by the size of the answer (cost.Model.GeometryBytes).
+func (s *Server) handleContains(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	q, err := geofence.ParseContains(v.Get("lng"), v.Get("lat"))
+	if err == nil {
+		q.Geometry, err = parseBool("geometry", v.Get("geometry"))
+	}
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	s.gate(w, r, func(c caller) (metered, error) {
+		m := metered{
+			route: "contains",
+			cost:  c.plan.Cost.Flat,
+			work: func(ctx context.Context) (*response, error) {
+				fs, err := s.cfg.Geofence.Contains(ctx, q)
+				if err != nil {
+					return nil, err
+				}
+				resp, err := geoJSON(geofence.FenceCollection(fs), len(fs))
+				if err == nil && q.Geometry {
+					resp.sized = c.plan.Cost.GeometryBytes(len(resp.body))
+				}
+				return resp, err
+			},
+		}
+		if q.Geometry {
+			// Its size is known once it is made: charged the most an answer
+			// with geometry costs, and settled down to its bytes.
+			m.cost = c.plan.Cost.GeometryBound()
+			m.fits = func(p *problem, budget int64) {
+				if c.plan.Cost.Flat <= budget {
+					p.Field = "geometry" // without it, it fits
+				}
+			}
+		}
+		return m, nil
+	})
+}
+
+// handleCatalog serves GET /v1/tiles: the layers, with their TileJSON URLs.
+func (s *Server) handleCatalog(w http.ResponseWriter, r *http.Request) {
+	base, cache, err := s.baseURL(r)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	s.gate(w, r, func(c caller) (metered, error) {
+		return metered{
+			route: "catalog",
+			cost:  c.plan.Cost.Flat,
+			work: func(context.Context) (*response, error) {
+				return jsonResponseWith(map[string]any{"layers": tiles.Catalog(base + "/v1/tiles/{layer}.json")}, cache)
+			},
+		}, nil
+	})
+}
+
+// handleTileJSON serves GET /v1/tiles/{layer}.json: TileJSON 3.0.0.
+func (s *Server) handleTileJSON(w http.ResponseWriter, r *http.Request) {
+	l, err := tiles.LookupLayer(chi.URLParam(r, "layer"))
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	base, cache, err := s.baseURL(r)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	s.gate(w, r, func(c caller) (metered, error) {
+		return metered{
+			route: "tilejson",
+			cost:  c.plan.Cost.Flat,
+			work: func(context.Context) (*response, error) {
+				return jsonResponseWith(l.TileJSON(base+"/v1/tiles/"+l.Name+"/{z}/{x}/{y}.mvt"), cache)
+			},
+		}, nil
+	})
+}
+
+// handleTile serves GET /v1/tiles/{layer}/{z}/{x}/{y}.mvt (and .pbf). A
+// cached tile is charged the cheaper hit price; X-Tile-Cache says HIT or
+// MISS. An empty tile costs one unit (cost.Model.EmptyTile): priced so up
+// front when cached, settled down to it once rendered.
+func (s *Server) handleTile(w http.ResponseWriter, r *http.Request) {
+	l, t, err := tiles.Parse(chi.URLParam(r, "layer"), chi.URLParam(r, "z"), chi.URLParam(r, "x"), chi.URLParam(r, "y"))
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	s.gate(w, r, func(c caller) (metered, error) {
+		return s.tileRequest(r, c, l, t), nil
+	})
+}
+
+// tilePrefetcher is a tile cache whose lookup can travel in the round trip
+// of the charge: tilecache.Redis.
+type tilePrefetcher interface {
+	Prefetch(ctx context.Context, key string) (context.Context, *tilecache.Read)
+}
+
+// tileLookup is what the tile cache holds for one request's tile, once
+// looked up.
+type tileLookup struct {
+	key    string
+	done   bool
+	hit    bool
+	cached []byte
+}
+
+// tileRequest prices a tile by whether the cache holds it, and renders and
+// caches it on a miss. With the cache in Redis the lookup rides with the
+// charge (see chargeTile): one round trip for a hit and for a miss. With
+// the cache in process it is looked up first, for nothing.
+func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile.Tile) metered {
+	lk := &tileLookup{key: fmt.Sprintf("%s/%s/%d/%d/%d", s.cfg.DataVersion, l.Name, t.Z, t.X, t.Y)}
+	z := int(t.Z)
+	missPrice, hitPrice := c.plan.Cost.Tile(l.Name, z), c.plan.Cost.CachedTile(l.Name, z)
+	m := metered{
+		route: "tile",
+		cost:  missPrice,
+		fits: func(p *problem, budget int64) {
+			if lz, ok := c.plan.Cost.LowestZoom(l.Name, l.MinZoom, l.MaxZoom, budget); ok {
+				p.Field, p.LowestZoom = "z", &lz
+			}
+		},
+		work: func(ctx context.Context) (*response, error) {
+			if !lk.done { // not charged: shadow mode, or the caller's slots full
+				s.lookUp(ctx, lk)
+			}
+			body, state := lk.cached, "HIT"
+			if !lk.hit {
+				var err error
+				if body, err = s.cfg.Tiles.Tile(ctx, l, t); err != nil {
+					return nil, err
+				}
+				s.cacheLater(ctx, lk.key, body)
+				state = "MISS"
+			}
+			sum := sha256.Sum256(body)
+			return &response{
+				contentType: tiles.MediaType,
+				body:        body,
+				etag:        `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`,
+				empty:       !lk.hit && len(body) == 0, // a cached one is priced empty up front
+				header: http.Header{
+					"X-Tile-Cache":  {state},
+					"Cache-Control": {"private, max-age=3600"},
+				},
+			}, nil
+		},
+	}
+	p, ok := s.cfg.TileCache.(tilePrefetcher)
+	if !ok {
+		if s.lookUp(r.Context(), lk); lk.hit {
+			m.cost = cachedPrice(c, lk, hitPrice)
+		}
+		return m
+	}
+	m.charge = func(ctx context.Context, store quotahttp.Store) (quota.Decision, error) {
+		return s.chargeTile(ctx, store, c, p, lk, missPrice, hitPrice)
+	}
+	return m
+}
+
+// ownCharges is the store the gate charges: a request whose metered work
+// makes its own charge (a tile, whose cache lookup rides with it) is
+// charged by that, within the gate's budget.
+// Its other calls, the pending charges of requests served unmetered among
+// them (ChargeOverdraft), go to the deny cache as they are.
+type ownCharges struct{ *quota.DenyCache }
+
+func (o ownCharges) Charge(ctx context.Context, identity string, plan quota.Plan, cost int64) (quota.Decision, error) {
+	if m, _ := ctx.Value(meteredKey{}).(metered); m.charge != nil {
+		return m.charge(ctx, o.DenyCache)
+	}
+	return o.DenyCache.Charge(ctx, identity, plan, cost)
+}
+
+// chargeTile charges a tile at the miss price with its cache lookup in the
+// same round trip. A hit then costs the hit price (an empty one, one unit):
+// the difference is given back off the client's path (lowerTile). Only
+// when the miss price does not fit and the tile is cached is there a
+// second round trip, a charge at the hit price. Where the lookup could not
+// ride along (the quota in process, or a denial the deny cache answered)
+// it is made on its own.
+func (s *Server) chargeTile(ctx context.Context, store quotahttp.Store, c caller, p tilePrefetcher, lk *tileLookup, missPrice, hitPrice int64) (quota.Decision, error) {
+	rctx, read := p.Prefetch(ctx, lk.key)
+	d, err := store.Charge(rctx, c.identity, c.plan.Quota, missPrice)
+	switch {
+	case read.Answered():
+		body, hit, rerr := read.Result()
+		s.looked(ctx, lk, body, hit, rerr)
+	case storeFailure(err) != err:
+		s.looked(ctx, lk, nil, false, nil) // Redis fails: a miss, with no second wait
+	case err == nil && !d.Allowed && s.deniedFromMemory(c, c.plan.Cost.EmptyTile()):
+		// The deny cache refused the least a tile can cost (a cached
+		// empty one): whether the tile is cached changes nothing, so a
+		// client hammering after its 429 costs no round trip, not even the
+		// lookup.
+		return d, nil
+	default:
+		s.lookUp(ctx, lk)
+	}
+	if !lk.hit {
+		return d, err
+	}
+	if hitPrice = cachedPrice(c, lk, hitPrice); hitPrice >= missPrice {
+		return d, err
+	}
+	var tooCostly *quota.TooCostlyError
+	switch {
+	case err == nil && d.Allowed:
+		return s.lowerTile(ctx, store, c, d, hitPrice), nil
+	case err == nil || errors.As(err, &tooCostly):
+		return store.Charge(ctx, c.identity, c.plan.Quota, hitPrice)
+	}
+	return d, err
+}
+
+// cachedPrice is the price of a tile the cache holds: its hit price, or
+// that of an empty tile if it holds nothing.
+func cachedPrice(c caller, lk *tileLookup, hitPrice int64) int64 {
+	if len(lk.cached) == 0 {
+		return min(hitPrice, c.plan.Cost.EmptyTile())
+	}
+	return hitPrice
+}
+
+// deniedFromMemory reports whether the deny cache refuses c a charge of
+// cost without asking Redis.
+func (s *Server) deniedFromMemory(c caller, cost int64) bool {
+	_, denied := s.denials.Denies(c.identity, c.plan.Quota, cost)
+	return denied
+}
+
+// lookUp reads the request's tile from the cache; a slow or failing cache
+// counts as a miss.
+func (s *Server) lookUp(ctx context.Context, lk *tileLookup) {
+	body, hit, err := s.tileCache.Get(ctx, lk.key)
+	s.looked(ctx, lk, body, hit, err)
+}
+
+func (s *Server) looked(ctx context.Context, lk *tileLookup, body []byte, hit bool, err error) {
+	if err != nil {
+		s.log.WarnContext(ctx, "tile cache read failed", "err", err)
+		hit = false
+	}
+	lk.done, lk.hit, lk.cached = true, hit, body
+	state := "MISS"
+	if hit {
+		state = "HIT"
+	}
+	s.metrics.tileCache.WithLabelValues(state).Inc()
+}
+
+// lowerTile returns d, a charge at the miss price, as it stands once
+// lowered to the hit price, and settles that in the background (retried
+// like a refund), so the client does not wait for it. The receipt stays
+// the one charged: a refund with it gives back the whole charge before the
+// settlement and nothing after, never too much. A plan that prices work
+// has the charge settled again after the work, on the lowered receipt, so
+// there the lowering is made first, on the client's path.
+func (s *Server) lowerTile(ctx context.Context, store quotahttp.Store, c caller, d quota.Decision, hitPrice int64) quota.Decision {
+	if c.plan.Cost.Settle != nil {
+		rc, ok, err := store.Settle(ctx, d.Receipt, hitPrice)
+		if err != nil || !ok {
+			s.log.ErrorContext(ctx, "lowering a cached tile to its price failed; it stays charged the miss price", "err", err)
+			return d
+		}
+		s.metrics.unitsRefunded.WithLabelValues(c.plan.Name).Add(float64(d.Cost - hitPrice))
+		lowered := d.Given(d.Cost - hitPrice)
+		lowered.Receipt = rc
+		return lowered
+	}
+	// Seven tries over 6.3 s, the last after 3.2 s.
+	settle := func(ctx context.Context) error { _, _, err := s.quota.Settle(ctx, d.Receipt, hitPrice); return err }
+	gaveUp := func() {
+		s.log.ErrorContext(ctx, "lowering a cached tile to its price given up after retries: it stays charged the miss price", "units", d.Cost-hitPrice)
+	}
+	if !s.retryLater(ctx, time.Now().Add(6400*time.Millisecond), settle, gaveUp) {
+		s.log.ErrorContext(ctx, "lowering a cached tile to its price not tried: too many pending; it stays charged the miss price", "units", d.Cost-hitPrice)
+		return d
+	}
+	// The gate counts the miss price charged: count what comes back.
+	s.metrics.unitsRefunded.WithLabelValues(c.plan.Name).Add(float64(d.Cost - hitPrice))
+	return d.Given(d.Cost - hitPrice)
+}
+
+// cacheLater stores a rendered tile without keeping the client waiting.
+// While too many writes are in flight (a slow cache) the tile is not
+// cached: it is rendered again next time.
+func (s *Server) cacheLater(ctx context.Context, key string, tile []byte) {
+	select {
+	case s.cacheWrites <- struct{}{}:
+	default:
+		return
+	}
+	go func() {
+		defer func() { <-s.cacheWrites }()
+		if err := s.tileCache.Set(context.WithoutCancel(ctx), key, tile); err != nil {
+			s.log.WarnContext(ctx, "tile cache write failed", "err", err)
+		}
+	}()
+}
+
+// handleQuota serves GET /v1/quota: the caller's usage of each limit of its
+// plan. It is not charged.
+func (s *Server) handleQuota(w http.ResponseWriter, r *http.Request) {
+	c, err := s.identify(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.usage.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+}
+
+// showUsage writes the usage the gate peeked at.
+func (s *Server) showUsage(w http.ResponseWriter, r *http.Request, d quota.Decision) {
+	writeJSON(w, http.StatusOK, usageOf(callerOf(r).plan.Name, d))
+}
+
+// gate identifies the caller and serves the metered request that build
+// makes for it; an error from build is answered before any charge.
+func (s *Server) gate(w http.ResponseWriter, r *http.Request, build func(caller) (metered, error)) {
+	c, err := s.identify(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	m, err := build(c)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.serve(w, r, c, m)
+}
+
+// fail answers err as its problem, logging what is the server's fault.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	p := problemFor(err)
+	if m := meteredOf(r); m.fits != nil && errors.Is(err, quota.ErrTooCostly) {
+		m.fits(p, p.MaxCost) // what the route could serve within the plan
+	}
+	if p.Status >= 500 {
+		s.log.ErrorContext(r.Context(), "request failed", "err", err)
+	}
+	writeProblem(w, p)
+}
+
+// baseURL is the scheme and host of the URLs a response names (TileJSON's
+// tiles must be absolute), and the caching its response may have: from
+// TILEAPI_PUBLIC_URL, shared caches may keep it; else from the request's
+// Host, checked to be a host and port, with Vary: Host and for the
+// client's cache alone, so that a shared cache in front is never poisoned
+// with another host's URLs.
+func (s *Server) baseURL(r *http.Request) (string, http.Header, error) {
+	if s.cfg.PublicURL != "" {
+		return s.cfg.PublicURL, http.Header{"Cache-Control": {"public, max-age=300"}}, nil
+	}
+	if !validHost(r.Host) {
+		return "", nil, param.Invalid("Host", "must be a host name or address and an optional port; set TILEAPI_PUBLIC_URL to name the service's URL")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host, http.Header{"Cache-Control": {"private, max-age=300"}, "Vary": {"Host"}}, nil
+}
+
+// validHost reports whether h is a host name, an IPv4 address or a
+// bracketed IPv6 address, with an optional port: nothing a URL could be
+// bent with.
+func validHost(h string) bool {
+	host, port := h, ""
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.HasSuffix(h, "]") {
+		host, port = h[:i], h[i+1:]
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '0' {
+			return false
+		}
+	}
+	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		ip, err := netip.ParseAddr(host[1 : len(host)-1])
+		return err == nil && ip.Is6() && ip.Zone() == ""
+	}
+	if host == "" || len(host) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(host, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// geoJSON is the response of v, a collection of n features.
+func geoJSON(v any, n int) (*response, error) {
+	resp, err := jsonResponse(v)
+	if err == nil {
+		resp.contentType, resp.features = "application/geo+json", n
+	}
+	return resp, err
+}
+
+func jsonResponse(v any) (*response, error) { return jsonResponseWith(v, nil) }
+
+// jsonResponseWith is the JSON response of v with the extra headers h.
+func jsonResponseWith(v any, h http.Header) (*response, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: encode: %w", err)
+	}
+	return &response{contentType: "application/json", body: b, header: h}, nil
+}
+
+// parseBool reads "true" or "false", spelt so; empty is false.
+func parseBool(name, s string) (bool, error) {
+	switch s {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, param.Invalid(name, "must be true or false")
+}

@@ -1,0 +1,351 @@
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/internal/dataset"
+	"github.com/tileapi/tileapi/internal/plans"
+	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/inflight"
+	"github.com/tileapi/tileapi/quota/quotatest"
+	"github.com/tileapi/tileapi/quota/quotatest/faultproxy"
+	"github.com/tileapi/tileapi/quota/redisbatch"
+)
+
+// slowGeofence is a real in-memory geofence whose Contains waits until
+// end: a slow query, to hold requests in flight.
+type slowGeofence struct {
+	*geofence.Memory
+	release  chan struct{}
+	once     sync.Once
+	inFlight atomic.Int64
+}
+
+func newSlowGeofence(t *testing.T) *slowGeofence {
+	return &slowGeofence{Memory: geofence.NewMemory(memoryDataset(t)), release: make(chan struct{})}
+}
+
+// end lets every request in Contains, and every later one, through.
+func (g *slowGeofence) end() { g.once.Do(func() { close(g.release) }) }
+
+func (g *slowGeofence) Contains(ctx context.Context, q geofence.ContainsQuery) ([]dataset.Fence, error) {
+	g.inFlight.Add(1)
+	defer g.inFlight.Add(-1)
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.Memory.Contains(ctx, q)
+}
+
+// waitInFlight waits until n requests are inside g.
+func (g *slowGeofence) waitInFlight(t *testing.T, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); g.inFlight.Load() != n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests in flight, want %d", g.inFlight.Load(), n)
+		}
+	}
+}
+
+// A plan's in-flight limit holds across servers that share a Redis: slow
+// requests held by one server refuse more on another with a 429
+// concurrency-exceeded, for as long as the first renews its leases; once
+// that server dies, its slots come free within a lease time.
+func TestInFlightAcrossServers(t *testing.T) {
+	const lease = 400 * time.Millisecond
+	url := testenv.RedisURL(t)
+	prefix := "inflight-http:" + time.Now().Format("150405.000000000") + ":"
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverOn := func(rdb *redis.Client, g Geofence) *env {
+		return newEnv(t, with(func(c *Config) {
+			c.Quota = quota.NewRedis(rdb, quota.WithPrefix(prefix))
+			c.InFlight = inflight.NewRedis(rdb, inflight.WithPrefix(prefix+"f:"), inflight.WithLease(lease))
+			c.Geofence = g
+		}))
+	}
+	dying := redis.NewClient(opt)
+	t.Cleanup(func() { dying.Close() })
+	healthy := redis.NewClient(opt)
+	t.Cleanup(func() { healthy.Close() })
+	slow := newSlowGeofence(t)
+	a := serverOn(dying, slow)
+	b := serverOn(healthy, geofence.NewMemory(memoryDataset(t)))
+
+	var wg sync.WaitGroup
+	// Cleanups run last first: let the slow requests end, wait for them,
+	// and only then close the servers.
+	t.Cleanup(wg.Wait)
+	t.Cleanup(slow.end)
+	for range 2 {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, a.srv.URL+contains, nil)
+			req.Header.Set("X-API-Key", "key-two")
+			if resp, err := a.srv.Client().Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	slow.waitInFlight(t, 2)
+
+	refused := func(when string) {
+		t.Helper()
+		var p problem
+		resp := b.get(t, contains, key("two")...)
+		decode(t, resp, http.StatusTooManyRequests, &p)
+		if p.Code != "concurrency-exceeded" || p.Limit != "in-flight" || resp.Header.Get("Retry-After") != "1" {
+			t.Errorf("%s: %+v, Retry-After %q", when, p, resp.Header.Get("Retry-After"))
+		}
+	}
+	refused("two slow requests on another server")
+	time.Sleep(3 * lease) // the holder renews: the slots stay held
+	refused("three lease times later")
+	if u := b.used(t, key("two")...); u[0] != 2 {
+		t.Errorf("used %v: the refusals must not be charged", u)
+	}
+
+	dying.Close() // the holder dies: no renewal, no release
+	time.Sleep(lease + 100*time.Millisecond)
+	if resp := b.get(t, contains, key("two")...); resp.StatusCode != 200 {
+		t.Errorf("a lease time after the holder died: status %d", resp.StatusCode)
+	}
+}
+
+// In one process the limit is held in memory; a slot comes back when its
+// request ends.
+func TestInFlightMemory(t *testing.T) {
+	slow := newSlowGeofence(t)
+	e := newEnv(t, with(func(c *Config) { c.Geofence = slow }))
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	t.Cleanup(slow.end)
+	for range 2 {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, e.srv.URL+contains, nil)
+			req.Header.Set("X-API-Key", "key-two")
+			if resp, err := e.srv.Client().Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	slow.waitInFlight(t, 2)
+	var p problem
+	decode(t, e.get(t, "/v1/tiles", key("two")...), http.StatusTooManyRequests, &p)
+	if p.Code != "concurrency-exceeded" {
+		t.Errorf("third request: %+v", p)
+	}
+	// Another key has its own slots.
+	if resp := e.get(t, "/v1/tiles", key("std")...); resp.StatusCode != 200 {
+		t.Errorf("another key: status %d", resp.StatusCode)
+	}
+	slow.end()
+	wg.Wait()
+	if resp := e.get(t, "/v1/tiles", key("two")...); resp.StatusCode != 200 {
+		t.Errorf("after the slow requests ended: status %d", resp.StatusCode)
+	}
+}
+
+// A Redis that stalls leaves a key no slot taken for it: the acquires it
+// runs after their callers gave up take none, and the releases it missed
+// are made once it answers. 8 sequential clients of a key with 8 slots
+// meet no concurrency-exceeded in the lease after Redis resumes.
+func TestInFlightAfterStall(t *testing.T) {
+	const (
+		slots   = 8
+		lease   = 1500 * time.Millisecond
+		stall   = time.Second
+		budget  = 100 * time.Millisecond
+		warmups = 200 // requests served before the stall
+	)
+	redisSrv := quotatest.StartRedisServer(t)
+	// As serve opens it: no retries, deadlines on every read and write,
+	// commands batched.
+	rdb := redis.NewClient(&redis.Options{Addr: redisSrv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	redisbatch.Enable(rdb)
+	ps, err := plans.Parse([]byte(fmt.Sprintf(`{"plans": [{"name": "two", "max_radius_m": 20000, "max_in_flight": %d,
+		"limits": [{"name": "minute", "max": 1000000000, "window": "1m"}]}]}`, slots)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, with(func(c *Config) {
+		c.Plans, c.QuotaTimeout = ps, budget
+		c.Quota = quota.NewRedis(rdb)
+		c.InFlight = inflight.NewRedis(rdb, inflight.WithLease(lease))
+	}))
+
+	type outcome struct {
+		start, end time.Time
+		got        string // status and problem code, or X-Quota-Status
+	}
+	var (
+		mu       sync.Mutex
+		outcomes []outcome
+		served   atomic.Int64
+		stop     = make(chan struct{})
+		stopped  sync.Once
+		warm     = make(chan struct{})
+		wg       sync.WaitGroup
+	)
+	halt := func() { stopped.Do(func() { close(stop) }); wg.Wait() }
+	t.Cleanup(halt)
+	for range slots {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				o := outcome{start: time.Now()}
+				req, _ := http.NewRequest(http.MethodGet, e.srv.URL+contains, nil)
+				req.Header.Set("X-API-Key", "key-two")
+				resp, err := e.srv.Client().Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var p problem
+				_ = json.NewDecoder(resp.Body).Decode(&p)
+				resp.Body.Close()
+				o.end = time.Now()
+				o.got = fmt.Sprintf("%d %s", resp.StatusCode, cmp.Or(p.Code, resp.Header.Get(headerStatus)))
+				mu.Lock()
+				outcomes = append(outcomes, o)
+				mu.Unlock()
+				if served.Add(1) == warmups {
+					close(warm)
+				}
+			}
+		})
+	}
+	<-warm
+	stalled := time.Now()
+	redisSrv.Hang(t)
+	time.Sleep(stall)
+	redisSrv.Resume()
+	resumed := time.Now()
+	time.Sleep(lease)
+	halt()
+
+	during, after := map[string]int{}, map[string]int{}
+	for _, o := range outcomes {
+		switch {
+		case o.start.After(resumed) && o.start.Before(resumed.Add(lease)):
+			after[o.got]++
+		case o.end.After(stalled) && o.start.Before(resumed):
+			during[o.got]++
+		}
+	}
+	t.Logf("during the stall: %v; in the lease after it: %v", during, after)
+	if during["200 "+statusCharged] == sumOf(during) {
+		t.Errorf("every request during the stall was charged: it did not take effect")
+	}
+	if n := after["429 concurrency-exceeded"]; n > 0 {
+		t.Errorf("%d of %d requests in the lease after the stall refused concurrency-exceeded", n, sumOf(after))
+	}
+	if after["200 "+statusCharged] == 0 {
+		t.Errorf("no request charged after the stall")
+	}
+}
+
+// A release that Redis did not get is retried in the background: another
+// server has the slots again once Redis answers, with no more requests on
+// the server that held them and long before their lease runs out.
+func TestInFlightReleaseRetried(t *testing.T) {
+	const lease = time.Minute
+	redisSrv := quotatest.StartRedisServer(t)
+	proxy, err := faultproxy.Start(redisSrv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	prefix := "inflight-retried:"
+	serverOn := func(addr string, g Geofence) *env {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { rdb.Close() })
+		return newEnv(t, with(func(c *Config) {
+			c.QuotaTimeout = 100 * time.Millisecond
+			c.Quota = quota.NewRedis(rdb, quota.WithPrefix(prefix))
+			c.InFlight = inflight.NewRedis(rdb, inflight.WithPrefix(prefix+"f:"), inflight.WithLease(lease))
+			c.Geofence = g
+		}))
+	}
+	slow := newSlowGeofence(t)
+	a := serverOn(proxy.Addr(), slow)
+	b := serverOn(redisSrv.Addr, geofence.NewMemory(memoryDataset(t)))
+
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	t.Cleanup(slow.end)
+	for range 2 { // both of plan two's slots
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, a.srv.URL+contains, nil)
+			req.Header.Set("X-API-Key", "key-two")
+			if resp, err := a.srv.Client().Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	slow.waitInFlight(t, 2)
+	if resp := b.get(t, contains, key("two")...); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("with both slots held on the other server: status %d", resp.StatusCode)
+	}
+	// The requests end while nothing reaches Redis: their releases fail.
+	proxy.BlackHole()
+	slow.end()
+	for deadline := time.Now().Add(5 * time.Second); storeErrors(t, a) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the releases did not fail: %v store errors", storeErrors(t, a))
+		}
+	}
+	proxy.Restore()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp := b.get(t, contains, key("two")...)
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after Redis answers again, the slots released while it did not are still held (status %d); the lease is %v", resp.StatusCode, lease)
+		}
+	}
+}
+
+// storeErrors is e's count of failed calls of Redis.
+func storeErrors(t *testing.T, e *env) float64 {
+	t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "tileapi_quota_store_errors_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+func sumOf(counts map[string]int) int {
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n
+}

@@ -1,0 +1,450 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tileapi/tileapi/internal/keys"
+	"github.com/tileapi/tileapi/internal/plans"
+	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/inflight"
+	"github.com/tileapi/tileapi/quota/quotahttp"
+)
+
+// caller is who a request is charged to.
+type caller struct {
+	identity  string // the quota identity (see identity.go)
+	plan      plans.Plan
+	keyPrefix string // safe to log; empty for anonymous callers
+}
+
+// identify resolves the request's API key (X-API-Key, or Authorization:
+// Bearer) to its plan; without a key the caller is anonymous, charged by
+// client network.
+func (s *Server) identify(r *http.Request) (caller, error) {
+	secret := presentedKey(r)
+	if secret == "" {
+		if s.cfg.NoAnonymous {
+			return caller{}, errMissingKey
+		}
+		network, ok := s.clientNetwork(r.Context())
+		if !ok {
+			return caller{}, errNoClientAddress
+		}
+		p, _ := s.cfg.Plans.Lookup(plans.Anonymous)
+		return caller{identity: anonymousIdentity(network), plan: p}, nil
+	}
+	prefix := keys.PrefixOf(secret)
+	setLogKey(r.Context(), prefix)
+	k, err := s.cfg.Keys.Find(secret)
+	if errors.Is(err, keys.ErrNotIndexed) {
+		k, err = s.lookupKey(r, secret)
+	}
+	if err != nil {
+		return caller{}, err
+	}
+	p, err := s.planOf(k)
+	if err != nil {
+		return caller{}, err
+	}
+	return caller{identity: KeyIdentity(k.ID), plan: p, keyPrefix: prefix}, nil
+}
+
+// planOf is k's plan with k's own overrides applied. Overrides that no
+// longer apply (a plans file changed under them) are logged and left out:
+// the key keeps its plan.
+func (s *Server) planOf(k keys.Key) (plans.Plan, error) {
+	p, ok := s.cfg.Plans.Lookup(k.Plan)
+	if !ok {
+		return plans.Plan{}, &unknownPlanError{plan: k.Plan}
+	}
+	if k.Overrides == nil {
+		return p, nil
+	}
+	o, err := plans.ParseOverrides(k.Overrides)
+	if err == nil {
+		var with plans.Plan
+		if with, err = p.With(o); err == nil {
+			return with, nil
+		}
+	}
+	s.log.Error("a key's overrides do not apply to its plan; serving the plan alone", "key", k.Prefix, "err", err)
+	return p, nil
+}
+
+// presentedKey is the secret the request presents, or "".
+func presentedKey(r *http.Request) string {
+	if secret := r.Header.Get("X-API-Key"); secret != "" {
+		return secret
+	}
+	if auth := r.Header.Get("Authorization"); len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+		return strings.TrimSpace(auth[7:])
+	}
+	return ""
+}
+
+// lookupKey asks the key store about a key the index does not know, within
+// the key time budget and, where the guard is on, within the client
+// network's allowance of unknown keys.
+func (s *Server) lookupKey(r *http.Request, secret string) (keys.Key, error) {
+	ctx := r.Context()
+	var t ticket
+	if s.unknownKeys != nil {
+		// An address whose client network cannot be read is counted with
+		// every other such address: never let through unguarded.
+		network, ok := s.clientNetwork(ctx)
+		if !ok {
+			network = "unknown"
+		}
+		var err error
+		if t, err = s.unknownKeys.admit(ctx, network); err != nil {
+			// A key made moments ago on another server is not in this
+			// index yet: look again, at most once a second, before
+			// refusing it.
+			lctx, cancel := context.WithTimeout(ctx, s.cfg.KeyTimeout)
+			defer cancel()
+			if s.cfg.Keys.RefreshIfOlder(lctx, time.Second) == nil {
+				if k, ferr := s.cfg.Keys.Find(secret); !errors.Is(ferr, keys.ErrNotIndexed) && !errors.Is(ferr, keys.ErrUnknown) {
+					return k, ferr
+				}
+			}
+			s.metrics.unknownKeyBlocks.Inc()
+			return keys.Key{}, err
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.KeyTimeout)
+	defer cancel()
+	k, err := s.cfg.Keys.Lookup(lctx, secret)
+	if errors.Is(err, keys.ErrUnavailable) {
+		s.log.ErrorContext(ctx, "key lookup failed", "key", keys.PrefixOf(secret), "err", err)
+	}
+	if t.store != nil && !errors.Is(err, keys.ErrUnknown) {
+		s.unknownKeys.refund(ctx, t)
+	}
+	return k, err
+}
+
+// response is the outcome of a request's work, written only once the work
+// has succeeded, so a failure can still be refunded and answered cleanly.
+type response struct {
+	contentType string
+	body        []byte
+	features    int         // how many features the work returned, for settling
+	empty       bool        // a tile rendered with nothing in it: settled to cost.Model.EmptyTile
+	sized       int64       // what its bytes cost, where they set its price (cost.Model.GeometryBytes); 0 for none
+	header      http.Header // extra headers
+	etag        string      // for If-None-Match; empty for none
+}
+
+// metered is one gated request: its route (for metrics), its price, what
+// would fit when the price is beyond the plan, and the work.
+type metered struct {
+	route string
+	cost  int64
+	// overPlan, when set, is why the plan can never admit the request
+	// (answered 422 before any charge, or served in shadow mode).
+	overPlan error
+	// fits adds to a 422 problem what would fit in budget units.
+	fits func(p *problem, budget int64)
+	// charge, when set, makes the request's charge in place of the
+	// store's Charge at cost (see ownCharges): the tile path sends its
+	// cache lookup along.
+	charge func(ctx context.Context, store quotahttp.Store) (quota.Decision, error)
+	work   func(ctx context.Context) (*response, error)
+}
+
+// The request's caller and metered work travel in its context, from serve
+// to the gate's functions and to runWork.
+type (
+	callerKey  struct{}
+	meteredKey struct{}
+)
+
+func callerOf(r *http.Request) caller { c, _ := r.Context().Value(callerKey{}).(caller); return c }
+
+func meteredOf(r *http.Request) metered { m, _ := r.Context().Value(meteredKey{}).(metered); return m }
+
+// serve meters the request through the gate (quotahttp: charge, headers,
+// refusals, refunds) and runs its work. A denied request is never charged;
+// a request whose work fails after the charge is refunded. Beside the
+// gate, it holds the caller's in-flight slot, if the plan limits them.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m metered) {
+	ctx := context.WithValue(context.WithValue(r.Context(), callerKey{}, c), meteredKey{}, m)
+	r = r.WithContext(ctx)
+	// Refused before the gate (over the plan, or the caller's in-flight
+	// slots): charged nothing, as the gate's own refusals say.
+	refuse := func(err error) {
+		w.Header().Set(headerStatus, statusRefused)
+		s.fail(w, r, err)
+	}
+	if m.overPlan != nil && !s.cfg.Shadow {
+		refuse(m.overPlan) // no plan admits it: spare the in-flight slot's round trip
+		return
+	}
+	lease, err := s.acquire(ctx, c)
+	var busy *concurrencyError
+	switch {
+	case errors.As(err, &busy):
+		s.metrics.decisions.WithLabelValues(c.plan.Name, "in_flight_exceeded").Inc()
+		if !s.cfg.Shadow {
+			refuse(err)
+			return
+		}
+		w.Header().Set(headerStatus, statusShadowDenied)
+		s.runWork(w, r)
+		return
+	case err != nil && (s.cfg.FailClosed || !isStoreFailure(err)):
+		refuse(err)
+		return
+	}
+	defer s.release(ctx, lease)()
+	s.meter.ServeHTTP(w, r)
+}
+
+// newGate is the quota gate of every metered route (around runWork) and of
+// /v1/quota: it
+// prices a request with its metered cost, charges the caller's plan
+// within the quota time budget, applies the failure policy and shadow
+// mode, and refunds work that fails.
+func (s *Server) newGate(store quotahttp.Store) *quotahttp.Gate {
+	opts := []quotahttp.Option{
+		quotahttp.WithIdentity(func(r *http.Request) (string, error) { return callerOf(r).identity, nil }),
+		quotahttp.WithPlanFunc(func(r *http.Request, _ string) (quota.Plan, error) { return callerOf(r).plan.Quota, nil }),
+		quotahttp.WithCost(func(r *http.Request) (int64, error) {
+			m := meteredOf(r)
+			if m.overPlan != nil {
+				return 0, quotahttp.Refuse(m.overPlan)
+			}
+			return m.cost, nil
+		}),
+		quotahttp.WithTimeout(s.cfg.QuotaTimeout),
+		// Input is checked before the charge, so any error after it is a
+		// failure of ours: the client gets nothing for its units.
+		quotahttp.WithRefundIf(func(status int) bool { return status >= 400 }),
+		quotahttp.WithErrorHandler(s.fail),
+		quotahttp.WithObserver(s.observe),
+	}
+	if s.cfg.FailClosed {
+		opts = append(opts, quotahttp.WithFailClosed())
+	}
+	if s.cfg.Shadow {
+		opts = append(opts, quotahttp.WithShadow())
+	}
+	if s.cfg.QuotaMaxWait > 0 {
+		opts = append(opts, quotahttp.WithMaxWait(s.cfg.QuotaMaxWait))
+	}
+	return quotahttp.New(store, opts...)
+}
+
+// observe turns what the gate did into metrics and logs.
+func (s *Server) observe(r *http.Request, e quotahttp.Event) {
+	plan := callerOf(r).plan.Name
+	ctx := r.Context()
+	switch e.Kind {
+	case quotahttp.EventAllowed, quotahttp.EventDenied:
+		s.metrics.quotaLatency.Observe(e.Latency.Seconds())
+		if b := e.Decision.BindingLimit(); b.Remaining*10 < b.Limit.Max {
+			s.metrics.nearLimit.WithLabelValues(plan).Inc()
+		}
+		if e.Kind == quotahttp.EventDenied {
+			s.metrics.decisions.WithLabelValues(plan, "denied").Inc()
+			return
+		}
+		s.metrics.decisions.WithLabelValues(plan, "allowed").Inc()
+		s.metrics.unitsCharged.WithLabelValues(plan).Add(float64(e.Cost))
+	case quotahttp.EventTooCostly:
+		s.metrics.decisions.WithLabelValues(plan, "too_costly").Inc()
+	case quotahttp.EventStoreFailed:
+		s.metrics.quotaLatency.Observe(e.Latency.Seconds())
+		s.metrics.redisErrors.Inc()
+		s.log.ErrorContext(ctx, "quota store failed", "err", e.Err, "fail_closed", s.cfg.FailClosed)
+		if !s.cfg.FailClosed {
+			s.metrics.failOpen.Inc()
+		}
+	case quotahttp.EventRefunded, quotahttp.EventSettled:
+		if e.Units > 0 {
+			s.metrics.unitsRefunded.WithLabelValues(plan).Add(float64(e.Units))
+		}
+	case quotahttp.EventRefundFailed:
+		s.metrics.redisErrors.Inc()
+		s.log.ErrorContext(ctx, "refund failed; retrying in the background", "err", e.Err)
+	case quotahttp.EventRefundAbandoned:
+		s.log.ErrorContext(ctx, "refund given up: units stay charged", "cost", e.Cost, "err", e.Err)
+	case quotahttp.EventSettleFailed:
+		s.metrics.redisErrors.Inc()
+		s.log.ErrorContext(ctx, "settle failed; the request stays charged its price", "err", e.Err)
+	case quotahttp.EventChargeQueued:
+		s.metrics.pendingCharges.WithLabelValues("queued").Inc()
+	case quotahttp.EventChargeApplied:
+		s.metrics.pendingCharges.WithLabelValues("applied").Inc()
+		if e.Units > 0 {
+			s.metrics.unitsCharged.WithLabelValues(plan).Add(float64(e.Units))
+		}
+	case quotahttp.EventChargeRetryFailed:
+		s.metrics.redisErrors.Inc()
+		s.log.WarnContext(ctx, "pending charge failed; retrying in the background", "err", e.Err)
+	case quotahttp.EventChargeDropped:
+		s.metrics.pendingCharges.WithLabelValues("dropped").Inc()
+		s.log.ErrorContext(ctx, "pending charge dropped: a request served unmetered is never charged", "units", e.Units, "err", e.Err)
+	}
+}
+
+// acquire takes one of the caller's in-flight slots, if its plan limits
+// them: a *concurrencyError when all are held, a *quotaUnavailableError
+// when the store fails (the caller then applies the failure policy).
+func (s *Server) acquire(ctx context.Context, c caller) (inflight.Lease, error) {
+	if s.inFlight == nil || c.plan.MaxInFlight == 0 {
+		return inflight.Lease{}, nil
+	}
+	l, denial, err := s.inFlight.Acquire(ctx, c.identity, c.plan.MaxInFlight)
+	switch {
+	case err != nil:
+		s.quotaStoreFailed(ctx, err)
+		return inflight.Lease{}, err
+	case denial != nil:
+		return inflight.Lease{}, &concurrencyError{plan: c.plan, denial: denial}
+	}
+	return l, nil
+}
+
+// release renews the lease while the request runs (a slow query must not
+// lose its slot) and returns the function that stops that and gives the
+// slot back. A release that fails is retried in the background until the
+// lease would have expired anyway (besides, inflight.Redis makes it with
+// the caller's next acquire).
+func (s *Server) release(ctx context.Context, l inflight.Lease) func() {
+	if l.IsZero() {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var renewing sync.WaitGroup
+	if every := s.inFlight.Lease() / 3; every > 0 {
+		renewing.Go(func() {
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					if _, err := s.inFlight.Renew(ctx, l); err != nil {
+						s.quotaStoreFailed(ctx, err)
+					}
+				}
+			}
+		})
+	}
+	return func() {
+		close(done)
+		renewing.Wait()
+		if err := s.inFlight.Release(ctx, l); err != nil {
+			s.quotaStoreFailed(ctx, err)
+			release := func(ctx context.Context) error { return s.inFlight.Release(ctx, l) }
+			if !s.retryLater(ctx, time.Now().Add(s.inFlight.Lease()), release, nil) {
+				s.log.WarnContext(ctx, "an in-flight slot's release not retried: too many pending; it comes free when its lease expires")
+			}
+		}
+	}
+}
+
+// isStoreFailure reports a failure of Redis, where the failure policy
+// decides, as opposed to a call the store refused.
+func isStoreFailure(err error) bool {
+	var down *quotaUnavailableError
+	return errors.As(err, &down)
+}
+
+// runWork runs the request's work and writes the response. An error is
+// answered as its problem, and the gate refunds the charge as the status
+// goes out; a success settles the charge on the work done, where the plan
+// prices work.
+func (s *Server) runWork(w http.ResponseWriter, r *http.Request) {
+	m := meteredOf(r)
+	start := time.Now()
+	resp, err := m.work(r.Context())
+	took := time.Since(start)
+	s.metrics.queryLatency.WithLabelValues(m.route).Observe(took.Seconds())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	h := w.Header()
+	s.settle(r, h, callerOf(r), took, resp)
+	for k, v := range resp.header {
+		h[k] = v
+	}
+	h.Set("Content-Type", resp.contentType)
+	if resp.etag != "" {
+		h.Set("ETag", resp.etag)
+		if match := r.Header.Get("If-None-Match"); match != "" && etagMatches(match, resp.etag) {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
+	h.Set("Content-Length", strconv.Itoa(len(resp.body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(resp.body)
+}
+
+// settle lowers an admitted charge to the price of what the work did: an
+// empty tile to cost.Model.EmptyTile, an answer priced by its size to what
+// its bytes cost, and that or anything else to the price of the work
+// measured, if the plan prices work (cost.Model.Settle).
+// X-RateLimit-Cost stays the price charged up front, X-Quota-Settled-Cost
+// is what the request costs in the end, and RateLimit shows the units
+// given back.
+func (s *Server) settle(r *http.Request, h http.Header, c caller, took time.Duration, resp *response) {
+	g, _ := quotahttp.FromContext(r.Context())
+	charged := g.Decision.Receipt.Cost()
+	if g.Status == quotahttp.StatusUnmeteredPending {
+		charged = g.Cost // owed, and charged once Redis answers
+	}
+	var price int64
+	switch {
+	case charged == 0:
+		return
+	case resp.empty:
+		price = min(charged, c.plan.Cost.EmptyTile())
+	case resp.sized > 0 || c.plan.Cost.Settle != nil:
+		price = charged
+		if resp.sized > 0 {
+			price = min(price, resp.sized)
+		}
+		price = c.plan.Cost.Work(price, float64(took.Microseconds())/1000, resp.features)
+	default:
+		return
+	}
+	if price < charged && quotahttp.Settle(r.Context(), price) == nil {
+		return
+	}
+	// Nothing to give back, or a store that failed to: the price stands.
+	h.Set(quotahttp.HeaderSettledCost, strconv.FormatInt(charged, 10))
+}
+
+func etagMatches(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == etag || t == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// X-Quota-Status says how a response was metered (see quotahttp.Status).
+const (
+	headerStatus        = quotahttp.HeaderStatus
+	statusCharged       = string(quotahttp.StatusCharged)
+	statusRefunded      = string(quotahttp.StatusRefunded)
+	statusRefundPending = string(quotahttp.StatusRefundPending)
+	statusUnmetered     = string(quotahttp.StatusUnmetered)
+	statusPending       = string(quotahttp.StatusUnmeteredPending)
+	statusShadowDenied  = string(quotahttp.StatusShadowDenied)
+	statusRefused       = string(quotahttp.StatusRefused)
+	headerSettledCost   = quotahttp.HeaderSettledCost
+)

@@ -1,0 +1,235 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/internal/keys"
+	"github.com/tileapi/tileapi/internal/param"
+	"github.com/tileapi/tileapi/internal/plans"
+	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/inflight"
+	"github.com/tileapi/tileapi/quota/quotahttp"
+	"github.com/tileapi/tileapi/tiles"
+)
+
+// problem is an RFC 9457 problem+json body: the gate's (code, limit,
+// cost, retry time, ...) and what tileapi's own problems add.
+type problem struct {
+	quotahttp.Problem
+
+	Field      string  `json:"field,omitempty"`
+	MaxRadius  float64 `json:"max_radius_m,omitempty"`
+	LowestZoom *int    `json:"lowest_zoom,omitempty"`
+}
+
+// problemTypeBase prefixes the type of every problem tileapi answers: the
+// page that explains its code.
+const problemTypeBase = "https://tileapi.dev/problems/"
+
+func newProblem(status int, code, title, detail string) *problem {
+	return fromGate(quotahttp.NewProblem(status, code, title, detail))
+}
+
+// fromGate is a problem of the gate's, typed as tileapi's.
+func fromGate(p *quotahttp.Problem) *problem {
+	p.Type = problemTypeBase + p.Code
+	return &problem{Problem: *p}
+}
+
+// retryAfterDependency is the Retry-After of a failing dependency: soon,
+// but not in a tight loop.
+const retryAfterDependency = time.Second
+
+// The errors that handlers return and problemFor alone turns into HTTP
+// statuses; those of other packages (field, keys, quota, geofence, tiles)
+// are matched there too.
+var (
+	errMissingKey       = errors.New("no API key, and anonymous requests are refused")
+	errNoClientAddress  = errors.New("no API key, and the client address could not be read")
+	errRouteNotFound    = errors.New("no such route")
+	errMethodNotAllowed = errors.New("method not allowed")
+	errAdminDisabled    = errors.New("the admin API is disabled")
+	errAdminToken       = errors.New("admin token missing or wrong")
+)
+
+// unknownPlanError is a key whose plan this server does not configure.
+type unknownPlanError struct{ plan string }
+
+func (e *unknownPlanError) Error() string {
+	return fmt.Sprintf("the key's plan %q is not configured", e.plan)
+}
+
+// overPlanError is a request whose radius is above its plan's maximum:
+// no state of the quota could admit it.
+type overPlanError struct {
+	plan   plans.Plan
+	radius float64
+}
+
+func (e *overPlanError) Error() string { return "request over the plan's maximum" }
+
+// tooManyUnknownKeysError refuses a key lookup for an address that has
+// presented too many unknown keys (see unknownKeyGuard).
+type tooManyUnknownKeysError struct{ usage quota.LimitState }
+
+func (e *tooManyUnknownKeysError) Error() string { return "too many unknown API keys" }
+
+// tooManyAdminFailuresError refuses an admin request from an address that
+// has failed to authenticate too often (see adminGuard).
+type tooManyAdminFailuresError struct{ usage quota.LimitState }
+
+func (e *tooManyAdminFailuresError) Error() string { return "too many failed admin authentications" }
+
+// concurrencyError refuses a request while its caller has as many in
+// progress as its plan allows.
+type concurrencyError struct {
+	plan   plans.Plan
+	denial *inflight.Denial
+}
+
+func (e *concurrencyError) Error() string { return "too many requests in progress" }
+
+// retryAfterConcurrency is the Retry-After of a concurrency-exceeded: a
+// slot comes free when one of the caller's own requests ends, usually
+// sooner than the lease that bounds the wait.
+const retryAfterConcurrency = time.Second
+
+// quotaUnavailableError is a failure of the quota store: an error or the
+// time budget running out.
+type quotaUnavailableError struct{ err error }
+
+func (e *quotaUnavailableError) Error() string { return "quota store: " + e.err.Error() }
+func (e *quotaUnavailableError) Unwrap() error { return e.err }
+
+// problemFor maps an error to the problem a client sees: the one place
+// where errors become HTTP statuses. Unknown errors are a 500 whose detail
+// hides the internals (they are logged instead).
+func problemFor(err error) *problem {
+	var (
+		fe          *param.Error
+		unknownPlan *unknownPlanError
+		denied      *quotahttp.DeniedError
+		tooCostly   *quotahttp.TooCostlyError
+		gateDown    *quotahttp.UnavailableError
+		overPlan    *overPlanError
+		unknownKeys *tooManyUnknownKeysError
+		adminFails  *tooManyAdminFailuresError
+		quotaDown   *quotaUnavailableError
+		busy        *concurrencyError
+	)
+	switch {
+	case errors.As(err, &fe):
+		p := newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", fe.Error())
+		p.Field = fe.Field
+		return p
+	case errors.Is(err, errMissingKey):
+		return newProblem(http.StatusUnauthorized, "missing-key", "API key required", "send the API key in X-API-Key or Authorization: Bearer")
+	case errors.Is(err, errNoClientAddress):
+		return newProblem(http.StatusBadRequest, "no-client-address", "No client address", "the client address could not be read, and the request has no API key")
+	case errors.Is(err, keys.ErrUnknown):
+		return newProblem(http.StatusUnauthorized, "unknown-key", "Unknown API key", "the API key is not known: check X-API-Key or Authorization: Bearer")
+	case errors.Is(err, keys.ErrRevoked):
+		return newProblem(http.StatusForbidden, "revoked-key", "Revoked API key", "the API key has been revoked")
+	case errors.Is(err, keys.ErrNotFound):
+		return newProblem(http.StatusNotFound, "not-found", "Not found", "no API key has that id")
+	case errors.Is(err, keys.ErrUnavailable):
+		return unavailable("keys-unavailable", "Key store unavailable", "the API key could not be checked; retry shortly")
+	case errors.As(err, &unknownPlan):
+		return newProblem(http.StatusForbidden, "unknown-plan", "Plan not available", fmt.Sprintf("the key's plan %q is not configured on this server", unknownPlan.plan))
+	case errors.As(err, &unknownKeys):
+		l := unknownKeys.usage
+		p := newProblem(http.StatusTooManyRequests, "too-many-unknown-keys", "Too many unknown API keys",
+			fmt.Sprintf("this address presented %d unknown API keys in the last %s; keys it has not used before are checked again once the oldest of those is %s old",
+				l.Used, l.Limit.Window, l.Limit.Window))
+		p.RetryAfterMS = max(ceilDiv(l.ResetAfter.Microseconds(), 1000), 1)
+		return p
+	case errors.As(err, &adminFails):
+		l := adminFails.usage
+		p := newProblem(http.StatusTooManyRequests, "too-many-admin-failures", "Too many failed admin authentications",
+			fmt.Sprintf("this address failed to authenticate %d times in the last %s; its admin requests are refused until the oldest of those is %s old",
+				l.Used, l.Limit.Window, l.Limit.Window))
+		p.RetryAfterMS = max(ceilDiv(l.ResetAfter.Microseconds(), 1000), 1)
+		return p
+	case errors.As(err, &denied), errors.As(err, &tooCostly), errors.As(err, &gateDown):
+		return fromGate(quotahttp.ProblemFor(err))
+	case errors.As(err, &busy):
+		p := newProblem(http.StatusTooManyRequests, "concurrency-exceeded", "Too many requests in progress",
+			fmt.Sprintf("plan %q allows %d requests of one key in progress at once; retry when one has finished", busy.plan.Name, busy.denial.Max))
+		p.Limit = "in-flight"
+		p.RetryAfterMS = min(busy.denial.RetryAfter, retryAfterConcurrency).Milliseconds()
+		p.RetryAfterMS = max(p.RetryAfterMS, 1)
+		return p
+	case errors.As(err, &overPlan):
+		return overPlan.problem()
+	case errors.As(err, &quotaDown):
+		return unavailable("quota-unavailable", "Quota service unavailable", "the request could not be metered and was not served; retry shortly")
+	case errors.Is(err, geofence.ErrTimeout) || errors.Is(err, tiles.ErrTimeout):
+		return newProblem(http.StatusGatewayTimeout, "query-timeout", "Query timed out", "the query took longer than the server allows; the request was not charged")
+	case errors.Is(err, geofence.ErrUnavailable) || errors.Is(err, tiles.ErrUnavailable):
+		return unavailable("database-unavailable", "Database unavailable", "the database could not be reached; the request was not charged; retry shortly")
+	case errors.Is(err, context.Canceled):
+		// The client went away; nobody reads this, but the log does.
+		return newProblem(statusClientClosed, "client-closed", "Client closed the request", "the client went away before the response; the request was not charged")
+	case errors.Is(err, errRouteNotFound):
+		return newProblem(http.StatusNotFound, "not-found", "Not found", "no such route; see /openapi.json")
+	case errors.Is(err, errMethodNotAllowed):
+		return newProblem(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", "see /openapi.json")
+	case errors.Is(err, errAdminDisabled):
+		return newProblem(http.StatusNotFound, "not-found", "Not found", "the admin API is disabled: set TILEAPI_ADMIN_TOKEN")
+	case errors.Is(err, errAdminToken):
+		return newProblem(http.StatusUnauthorized, "admin-token-required", "Admin token required", "send Authorization: Bearer <TILEAPI_ADMIN_TOKEN>")
+	}
+	return newProblem(http.StatusInternalServerError, "internal", "Internal error", "the server failed; the request was not charged")
+}
+
+// statusClientClosed is the status logged for a request whose client went
+// away (nginx's 499): it is no failure of the server.
+const statusClientClosed = 499
+
+// unavailable is the 503 of a failing dependency.
+func unavailable(code, title, detail string) *problem {
+	p := newProblem(http.StatusServiceUnavailable, code, title, detail)
+	p.RetryAfterMS = retryAfterDependency.Milliseconds()
+	return p
+}
+
+// problem is the 422 of a radius over the plan.
+func (e *overPlanError) problem() *problem {
+	p := newProblem(http.StatusUnprocessableEntity, "radius-exceeds-plan", "Radius larger than the plan allows",
+		fmt.Sprintf("radius %g m is above plan %q's maximum of %g m", e.radius, e.plan.Name, e.plan.MaxRadius))
+	p.Field, p.MaxRadius = "radius", min(e.plan.MaxRadius, e.plan.Cost.LargestRadius(e.plan.Quota.MaxCost()))
+	return p
+}
+
+// writeProblem writes p as application/problem+json.
+func writeProblem(w http.ResponseWriter, p *problem) {
+	// A 401 says how to authenticate (RFC 9110 section 11.6.1): the API key
+	// as a bearer token, or in X-API-Key. The admin API sets its own.
+	if p.Status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+		w.Header().Add("WWW-Authenticate", `Bearer realm="tileapi"`)
+		w.Header().Add("WWW-Authenticate", `APIKey realm="tileapi", header="X-API-Key"`)
+	}
+	if p.RetryAfterMS > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(ceilDiv(p.RetryAfterMS, 1000), 10))
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// writeJSON writes v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -1,0 +1,132 @@
+package httpapi
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/go-chi/cors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tileapi/tileapi/internal/web"
+	"github.com/tileapi/tileapi/quota/quotahttp"
+)
+
+// maxBodyBytes caps request bodies: only the admin API takes one, and a
+// small one.
+const maxBodyBytes = 64 << 10
+
+// newRouter is a router with the middleware and the not-found and
+// method-not-allowed answers of both listeners.
+func (s *Server) newRouter() chi.Router {
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID)
+	r.Use(s.clientIP())
+	r.Use(s.logRequests)
+	r.Use(middleware.Recoverer)
+	r.Use(middleware.RequestSize(maxBodyBytes))
+	r.Use(middleware.Compress(5, "application/json", "application/geo+json", "application/problem+json", "application/vnd.mapbox-vector-tile"))
+	// HEAD is served, and metered, as the GET it stands for: the same work
+	// makes its ETag and length.
+	r.Use(middleware.GetHead)
+	r.NotFound(handleNotFound)
+	// A 405 says which methods the resource has (RFC 9110 section 15.5.6),
+	// as chi's own answer does; chi hands a handler of our own no list.
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", strings.Join(allowedMethods(r, req.URL.Path), ", "))
+		writeProblem(w, problemFor(errMethodNotAllowed))
+	})
+	return r
+}
+
+// allowedMethods returns the methods r routes path for: HEAD with GET
+// (middleware.GetHead serves it).
+func allowedMethods(r chi.Router, path string) []string {
+	var ms []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if r.Match(chi.NewRouteContext(), m, path) {
+			ms = append(ms, m)
+			if m == http.MethodGet {
+				ms = append(ms, http.MethodHead)
+			}
+		}
+	}
+	return ms
+}
+
+// routes declares every route of the public listener.
+func (s *Server) routes() http.Handler {
+	r := s.newRouter()
+
+	// Never metered.
+	r.Get("/healthz", s.handleHealthz)
+	r.Get("/readyz", s.handleReadyz)
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	r.Get("/openapi.json", handleOpenAPI)
+	page := web.Handler(s.cfg.DemoKey, http.HandlerFunc(handleNotFound)) // the demo page
+	r.Method(http.MethodGet, "/", page)
+	r.Method(http.MethodGet, "/assets/*", page)
+
+	r.Route("/v1", func(r chi.Router) {
+		// Map libraries on customers' own sites call the API: CORS, on
+		// the public routes only, never on /admin.
+		if len(s.cfg.AllowedOrigins) > 0 {
+			r.Use(cors.Handler(corsOptions(s.cfg.AllowedOrigins)))
+		}
+		r.Get("/geofence/within", s.handleWithin)
+		r.Get("/geofence/contains", s.handleContains)
+		r.Get("/tiles", s.handleCatalog)
+		r.Get("/tiles/{layer}.json", s.handleTileJSON)
+		r.Get("/tiles/{layer}/{z}/{x}/{y}.mvt", s.handleTile)
+		r.Get("/tiles/{layer}/{z}/{x}/{y}.pbf", s.handleTile)
+		r.Get("/quota", s.handleQuota) // usage; not charged
+	})
+
+	// The admin API only where asked: by default /admin/ is not found here.
+	if s.cfg.AdminOnPublic {
+		r.Route("/admin", s.adminAPI)
+	}
+	return r
+}
+
+// adminRoutes declares every route of the admin listener.
+func (s *Server) adminRoutes() http.Handler {
+	r := s.newRouter()
+	r.Get("/healthz", s.handleHealthz)
+	r.Get("/readyz", s.handleReadyzDetail)
+	r.Route("/admin", s.adminAPI)
+	return r
+}
+
+// adminAPI declares the routes of the admin API, behind the admin token.
+func (s *Server) adminAPI(r chi.Router) {
+	r.Use(s.requireAdmin)
+	r.Post("/keys", s.handleCreateKey)
+	r.Get("/keys", s.handleListKeys)
+	r.Get("/keys/{id}", s.handleGetKey)
+	r.Delete("/keys/{id}", s.handleRevokeKey)
+	r.Put("/keys/{id}/plan", s.handleSetPlan)
+	r.Put("/keys/{id}/overrides", s.handleSetOverrides)
+	r.Delete("/keys/{id}/overrides", s.handleDeleteOverrides)
+	r.Get("/keys/{id}/usage", s.handleKeyUsage)
+	r.Delete("/keys/{id}/usage", s.handleResetUsage)
+}
+
+// handleNotFound answers a route neither listener has.
+func handleNotFound(w http.ResponseWriter, _ *http.Request) {
+	writeProblem(w, problemFor(errRouteNotFound))
+}
+
+// corsOptions lets pages of origins (or any, "*") call the API with a key,
+// and read the quota headers a map client needs to pace itself.
+func corsOptions(origins []string) cors.Options {
+	return cors.Options{
+		AllowedOrigins: origins,
+		AllowedMethods: []string{http.MethodGet, http.MethodHead},
+		AllowedHeaders: []string{"X-API-Key", "Authorization", "If-None-Match"},
+		ExposedHeaders: append(slices.Clone(quotahttp.ExposedHeaders), "ETag", "X-Tile-Cache"),
+		MaxAge:         600, // seconds a browser may cache a preflight
+	}
+}
