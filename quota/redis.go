@@ -125,6 +125,57 @@ func (r *Redis) Charge(ctx context.Context, identity string, plan Plan, cost int
 	return r.run(ctx, identity, plan, cost, true)
 }
 
+// ChargeWith is Charge with the commands along sent in the same round
+// trip, before the charge, in one pipeline: a caller that needs a read
+// with its charge (a tile's cache lookup) waits for one answer, not two.
+// Each command of along keeps its own result and error; they run whatever
+// the decision. sent reports whether they went to Redis: not when the
+// charge was refused before any I/O (an error matching ErrInvalid or
+// ErrTooCostly). A charge that must restore calendar counters takes a
+// second trip, without along.
+func (r *Redis) ChargeWith(ctx context.Context, identity string, plan Plan, cost int64, along ...redis.Cmder) (d Decision, sent bool, err error) {
+	if err := checkCharge(identity, plan, cost); err != nil {
+		return Decision{}, false, err
+	}
+	if len(along) == 0 {
+		d, err := r.run(ctx, identity, plan, cost, true)
+		return d, false, err
+	}
+	sliding, periods := plan.split()
+	deadline := r.deadline(ctx)
+	reply, err := r.withRestores(ctx, identity, plan, periods, func(restore []restoreValue) (string, error) {
+		keys, args := r.chargeCallRestoring(identity, plan, sliding, periods, cost, true, deadline, restore)
+		var cmd *redis.Cmd
+		if sent {
+			cmd = chargeScript.Run(ctx, r.client, keys, args...)
+		} else {
+			sent = true
+			pipe := r.client.Pipeline()
+			for _, c := range along {
+				_ = pipe.Process(ctx, c)
+			}
+			cmd = chargeScript.EvalSha(ctx, pipe, keys, args...)
+			_, _ = pipe.Exec(ctx) // each command holds its own error
+			if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+				cmd = chargeScript.Run(ctx, r.client, keys, args...) // once a server: it loads the script
+			}
+		}
+		reply, err := cmd.Text()
+		if err != nil {
+			return "", fmt.Errorf("quota: charge: %w", err)
+		}
+		return reply, nil
+	})
+	switch {
+	case err != nil:
+		return Decision{}, sent, err
+	case reply == lateReply:
+		return Decision{}, sent, ErrLate
+	}
+	d, err = r.decision(identity, plan, sliding, periods, cost, reply)
+	return d, sent, err
+}
+
 // Peek returns the usage of identity under plan without charging anything.
 // A bad identity or plan returns an error matching ErrInvalid, before any
 // I/O; any other error is Redis's, wrapped.

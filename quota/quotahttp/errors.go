@@ -72,5 +72,9 @@ func retryAfter(err error) (time.Duration, bool) {
 	if errors.As(err, &denied) {
 		return denied.Decision.RetryAfter, true
 	}
+	var says interface{ RetryAfter() time.Duration }
+	if errors.As(err, &says) {
+		return says.RetryAfter(), true
+	}
 	return 0, false
 }

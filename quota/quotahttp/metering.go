@@ -86,6 +86,11 @@ type metering struct {
 	req    http.Request   // the handler's request, allocated with the rest
 	values headerValues   // the first quota headers' values, allocated with the rest
 
+	// onError answers the request's refusals and failures; charge, when
+	// set, is the request's own charge (Request.Charge).
+	onError func(http.ResponseWriter, *http.Request, error)
+	charge  func(context.Context, Store) (quota.Decision, error)
+
 	mu       sync.Mutex
 	refunded bool
 	// owing is the units a request served unmetered owes, charged once its
