@@ -55,26 +55,62 @@ func (s *Server) identify(r *http.Request) (caller, error) {
 	return caller{identity: KeyIdentity(k.ID), plan: p, keyPrefix: prefix}, nil
 }
 
-// planOf is k's plan with k's own overrides applied. Overrides that no
-// longer apply (a plans file changed under them) are logged and left out:
-// the key keeps its plan.
+// planOf is k's plan with k's own overrides applied, resolved once for
+// each version of the key (see keyPlans), not at every request. Overrides
+// that no longer apply (a plans file changed under them) are logged and
+// left out: the key keeps its plan.
 func (s *Server) planOf(k keys.Key) (plans.Plan, error) {
+	if p, ok := s.keyPlans.get(k); ok {
+		return p, nil
+	}
 	p, ok := s.cfg.Plans.Lookup(k.Plan)
 	if !ok {
 		return plans.Plan{}, &unknownPlanError{plan: k.Plan}
 	}
-	if k.Overrides == nil {
-		return p, nil
-	}
-	o, err := plans.ParseOverrides(k.Overrides)
-	if err == nil {
-		var with plans.Plan
-		if with, err = p.With(o); err == nil {
-			return with, nil
+	if k.Overrides != nil {
+		o, err := plans.ParseOverrides(k.Overrides)
+		if err == nil {
+			var with plans.Plan
+			if with, err = p.With(o); err == nil {
+				p = with
+			}
+		}
+		if err != nil {
+			s.log.Error("a key's overrides do not apply to its plan; serving the plan alone", "key", k.Prefix, "err", err)
 		}
 	}
-	s.log.Error("a key's overrides do not apply to its plan; serving the plan alone", "key", k.Prefix, "err", err)
+	s.keyPlans.put(k, p)
 	return p, nil
+}
+
+// keyPlans holds the plan each key resolved to, by key id, for the version
+// of the key it was resolved for: every change of a key's plan or
+// overrides moves its UpdatedAt. It holds one plan a key the server has
+// served, as the key index holds the key.
+type keyPlans struct {
+	mu    sync.RWMutex
+	plans map[int64]keyPlan
+}
+
+type keyPlan struct {
+	version time.Time
+	plan    plans.Plan
+}
+
+func (c *keyPlans) get(k keys.Key) (plans.Plan, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, ok := c.plans[k.ID]
+	return e.plan, ok && e.version.Equal(k.UpdatedAt)
+}
+
+func (c *keyPlans) put(k keys.Key, p plans.Plan) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.plans == nil {
+		c.plans = make(map[int64]keyPlan)
+	}
+	c.plans[k.ID] = keyPlan{version: k.UpdatedAt, plan: p}
 }
 
 // presentedKey is the secret the request presents, or "".

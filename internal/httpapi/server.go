@@ -178,6 +178,7 @@ type Server struct {
 	quota       Quota            // cfg.Quota behind a deny cache, within the time budget
 	denials     *quota.DenyCache // in front of cfg.Quota, shared by every use
 	meter       *quotahttp.Gate  // the quota gate of every metered route, and of /v1/quota
+	keyPlans    keyPlans         // each key's plan with its overrides, once per version of the key
 	tileCache   TileCache        // cfg.TileCache within the time budget
 	cacheWrites chan struct{}    // a slot per tile cache write in flight
 	retries     chan struct{}    // a slot per call retried in the background (retryLater)
