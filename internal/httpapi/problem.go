@@ -101,13 +101,6 @@ func (e *concurrencyError) Error() string { return "too many requests in progres
 // sooner than the lease that bounds the wait.
 const retryAfterConcurrency = time.Second
 
-// quotaUnavailableError is a failure of the quota store: an error or the
-// time budget running out.
-type quotaUnavailableError struct{ err error }
-
-func (e *quotaUnavailableError) Error() string { return "quota store: " + e.err.Error() }
-func (e *quotaUnavailableError) Unwrap() error { return e.err }
-
 // problemFor maps an error to the problem a client sees: the one place
 // where errors become HTTP statuses. Unknown errors are a 500 whose detail
 // hides the internals (they are logged instead).
@@ -121,7 +114,6 @@ func problemFor(err error) *problem {
 		overPlan    *overPlanError
 		unknownKeys *tooManyUnknownKeysError
 		adminFails  *tooManyAdminFailuresError
-		quotaDown   *quotaUnavailableError
 		busy        *concurrencyError
 	)
 	switch {
@@ -168,8 +160,6 @@ func problemFor(err error) *problem {
 		return p
 	case errors.As(err, &overPlan):
 		return overPlan.problem()
-	case errors.As(err, &quotaDown):
-		return unavailable("quota-unavailable", "Quota service unavailable", "the request could not be metered and was not served; retry shortly")
 	case errors.Is(err, geofence.ErrTimeout) || errors.Is(err, tiles.ErrTimeout):
 		return newProblem(http.StatusGatewayTimeout, "query-timeout", "Query timed out", "the query took longer than the server allows; the request was not charged")
 	case errors.Is(err, geofence.ErrUnavailable) || errors.Is(err, tiles.ErrUnavailable):

@@ -205,7 +205,7 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if cfg.QuotaTimeout <= 0 {
-		cfg.QuotaTimeout = 50 * time.Millisecond
+		cfg.QuotaTimeout = quotahttp.DefaultTimeout
 	}
 	if cfg.AllowedOrigins == nil {
 		cfg.AllowedOrigins = []string{"*"}

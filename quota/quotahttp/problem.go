@@ -65,7 +65,7 @@ func ProblemFor(err error) *Problem {
 		l := d.BindingLimit()
 		var p *Problem
 		if l.Limit.Period != quota.Sliding {
-			resets := time.Now().Add(d.RetryAfter).UTC().Truncate(time.Second).Format(time.RFC3339)
+			resets := ResetTime(time.Now(), d.RetryAfter)
 			p = NewProblem(http.StatusTooManyRequests, "quota-exhausted", "Quota exhausted",
 				fmt.Sprintf("limit %q of plan %q (%d units a %s) has %d units left; this request costs %d; it starts again at %s",
 					l.Limit.Name, denied.Plan.Name, l.Limit.Max, l.Limit.Period, l.Remaining, denied.Cost, resets))
@@ -98,6 +98,13 @@ func ProblemFor(err error) *Problem {
 		return NewProblem(s, "request-refused", http.StatusText(s), err.Error())
 	}
 	return NewProblem(http.StatusInternalServerError, "internal", "Internal error", "the server failed; the request was not charged")
+}
+
+// ResetTime is when a calendar period that ends after d, from now, starts
+// again, as RFC 3339 in UTC to the second: rounded, since a period ends on
+// a whole second and d is measured from an instant within one.
+func ResetTime(now time.Time, d time.Duration) string {
+	return now.Add(d).UTC().Round(time.Second).Format(time.RFC3339)
 }
 
 func periodOrWindow(l quota.Limit) string {
