@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/tileapi/tileapi/geofence"
@@ -109,7 +108,7 @@ func problemFor(err error) *problem {
 		fe          *param.Error
 		unknownPlan *unknownPlanError
 		denied      *quotahttp.DeniedError
-		tooCostly   *quotahttp.TooCostlyError
+		tooCostly   *quota.TooCostlyError
 		gateDown    *quotahttp.UnavailableError
 		overPlan    *overPlanError
 		unknownKeys *tooManyUnknownKeysError
@@ -206,13 +205,7 @@ func writeProblem(w http.ResponseWriter, p *problem) {
 		w.Header().Add("WWW-Authenticate", `Bearer realm="tileapi"`)
 		w.Header().Add("WWW-Authenticate", `APIKey realm="tileapi", header="X-API-Key"`)
 	}
-	if p.RetryAfterMS > 0 {
-		w.Header().Set("Retry-After", strconv.FormatInt(ceilDiv(p.RetryAfterMS, 1000), 10))
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p)
+	p.Problem.Write(w, p)
 }
 
 // writeJSON writes v as JSON with status.

@@ -263,12 +263,11 @@ func (g *Gate) ServeRequest(w http.ResponseWriter, r *http.Request, req Request,
 	if g.observed {
 		e.Latency = time.Since(start) - waited
 	}
-	var tooCostly *quota.TooCostlyError
 	switch {
-	case errors.As(err, &tooCostly):
+	case errors.Is(err, quota.ErrTooCostly):
 		e.Kind = EventTooCostly
 		g.observe(r, e)
-		g.refuse(w, r, next, m, &TooCostlyError{Plan: plan, Cost: m.Cost, Limit: tooCostly.Limit})
+		g.refuse(w, r, next, m, err) // a *quota.TooCostlyError
 	case errors.Is(err, quota.ErrInvalid):
 		// A price out of range or a malformed plan: a bug of the service,
 		// never an outage to serve unmetered.

@@ -38,7 +38,7 @@ const (
 	// StatusShadowDenied: shadow mode, and the quota would have refused.
 	StatusShadowDenied Status = "shadow-denied"
 	// StatusRefused: not served, and nothing charged: the quota refused it
-	// (429 a *DeniedError, 422 a *TooCostlyError or a Refuse), or the
+	// (429 a *DeniedError, 422 a *quota.TooCostlyError or a Refuse), or the
 	// store failed under WithFailClosed (503).
 	StatusRefused Status = "refused"
 )

@@ -46,7 +46,7 @@ func NewProblem(status int, code, title, detail string) *Problem {
 //
 //   - *DeniedError: 429 quota-exceeded, or quota-exhausted when the
 //     binding limit is a calendar period (with resets_at);
-//   - *TooCostlyError: 422 cost-exceeds-plan;
+//   - *quota.TooCostlyError: 422 cost-exceeds-plan;
 //   - *UnavailableError: 503 quota-unavailable;
 //   - context.Canceled: 499 client-closed (nobody reads it; logs do);
 //   - an error with an HTTPStatus() int method: that status, code
@@ -55,7 +55,7 @@ func NewProblem(status int, code, title, detail string) *Problem {
 func ProblemFor(err error) *Problem {
 	var (
 		denied    *DeniedError
-		tooCostly *TooCostlyError
+		tooCostly *quota.TooCostlyError
 		down      *UnavailableError
 		status    interface{ HTTPStatus() int }
 	)
@@ -118,11 +118,20 @@ func periodOrWindow(l quota.Limit) string {
 // application/problem+json.
 func WriteProblem(w http.ResponseWriter, _ *http.Request, err error) {
 	p := ProblemFor(err)
-	if p.RetryAfterMS > 0 && w.Header().Get("Retry-After") == "" {
-		w.Header().Set("Retry-After", strconv.FormatInt(ceilDiv(p.RetryAfterMS, 1000), 10))
+	p.Write(w, p)
+}
+
+// Write answers p as application/problem+json, never cached, with
+// Retry-After from RetryAfterMS unless the gate has set it already. body
+// is what is encoded: p, or a problem of the service's that embeds it
+// with members of its own.
+func (p *Problem) Write(w http.ResponseWriter, body any) {
+	h := w.Header()
+	if p.RetryAfterMS > 0 && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", strconv.FormatInt(ceilDiv(p.RetryAfterMS, 1000), 10))
 	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p)
+	_ = json.NewEncoder(w).Encode(body)
 }
