@@ -240,10 +240,10 @@ func (r *Redis) decision(identity string, plan Plan, sliding, periods []int, cos
 		return Decision{}, fmt.Errorf("quota: charge: script returned %d bytes, want %d or %d", len(reply), size+tail, size+8*(1+n)+tail)
 	}
 	h, extra, ps := header(reply[:size]), header(reply[size:len(reply)-tail]), header(reply[len(reply)-tail:])
-	now := h.field(hLast)
+	now := h.field(redislayout.Last)
 	raw := make([]limitUsage, len(plan.Limits))
 	for k, i := range sliding {
-		raw[i] = limitUsage{used: h.window(k, wSum), oldest: h.window(k, wOldest), freeAt: -1}
+		raw[i] = limitUsage{used: h.window(k, redislayout.Sum), oldest: h.window(k, redislayout.Oldest), freeAt: -1}
 		if !admitted {
 			raw[i].freeAt = extra.field(2 + k)
 		}
@@ -256,7 +256,7 @@ func (r *Redis) decision(identity string, plan Plan, sliding, periods []int, cos
 	}
 	index := int64(-1)
 	if admitted {
-		index = h.field(hFirst) + h.field(hTail) - 1
+		index = h.field(redislayout.First) + h.field(redislayout.Tail) - 1
 	}
 	if r.now == nil {
 		r.offset.observe(now)
@@ -302,6 +302,10 @@ func (r *Redis) chargeCall(identity string, plan Plan, sliding, periods []int, c
 	return r.chargeCallRestoring(identity, plan, sliding, periods, cost, record, deadline, nil)
 }
 
+// The charge arguments fit in the shape of a header: the shared ones before
+// the first window's fields, a limit's within its window's.
+const _ = uint(redislayout.Shared-aDeadline) + uint(redislayout.Per-aMax)
+
 // chargeCallRestoring returns the keys and arguments of charge.lua: the
 // numbers packed as big-endian doubles (see the a* fields), so the script
 // parses no number, their struct format and that of a record, and the
@@ -311,25 +315,24 @@ func (r *Redis) chargeCall(identity string, plan Plan, sliding, periods []int, c
 func (r *Redis) chargeCallRestoring(identity string, plan Plan, sliding, periods []int, cost int64, record bool, deadline int64, restore []restoreValue) ([]string, []any) {
 	n := windowCount(plan, sliding)
 	tb, cb := recordWidths(plan)
-	packed := make([]byte, 0, 8*headerFields(n))
-	put := func(v int64) { packed = binary.BigEndian.AppendUint64(packed, math.Float64bits(float64(v))) }
-	put(boolNum(record))
-	put(cost)
-	put(r.nowMicros())
-	put(int64(tb))
-	put(int64(cb))
-	put(int64(n))
-	put(deadline)
-	for _, i := range sliding {
-		put(plan.Limits[i].Window.Microseconds())
-		put(plan.Limits[i].Max)
+	packed := make([]byte, 8*headerFields(n)) // zeros: 0.0 is all zero bits
+	set := func(f int, v int64) { binary.BigEndian.PutUint64(packed[8*(f-1):], math.Float64bits(float64(v))) }
+	set(aRecord, boolNum(record))
+	set(aCost, cost)
+	set(aNow, r.nowMicros())
+	set(aTB, int64(tb))
+	set(aCB, int64(cb))
+	set(aN, int64(n))
+	set(aDeadline, deadline)
+	limit := func(k int, window time.Duration, most int64) { // k from 0
+		set(redislayout.WindowField(k, aWindow), window.Microseconds())
+		set(redislayout.WindowField(k, aMax), most)
+	}
+	for k, i := range sliding {
+		limit(k, plan.Limits[i].Window, plan.Limits[i].Max)
 	}
 	if plan.historyWindow() {
-		put(plan.History.Microseconds())
-		put(historyMax)
-	}
-	for len(packed) < cap(packed) {
-		put(0)
+		limit(len(sliding), plan.History, historyMax)
 	}
 	keys := []string{r.key(identity)}
 	args := []any{string(packed), headerFormat(n), recordFormats[tb][cb], longestMillis(plan)}
