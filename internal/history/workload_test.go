@@ -92,15 +92,14 @@ func identities(t *testing.T, history time.Duration) []identity {
 }
 
 // newServers returns n servers, each a quota.Redis store on its own client
-// from dial, recorded in rec as "s0", "s1"...; with a pool, each has its own
-// usage ledger in it (the store's quota.PeriodSource, raising its counters),
-// as a tileapi process does.
+// from dial (which closes it when t ends), recorded in rec as "s0",
+// "s1"...; with a pool, each has its own usage ledger in it (the store's
+// quota.PeriodSource, raising its counters), as a tileapi process does.
 func newServers(t *testing.T, rec *Recorder, n int, dial func() redis.UniversalClient, prefix string, pool *pgxpool.Pool) []quota.Store {
 	t.Helper()
 	var stores []quota.Store
 	for i := range n {
-		client := dial()
-		t.Cleanup(func() { client.Close() })
+		client := dial() // closed when t ends
 		name := "s" + strconv.Itoa(i)
 		if pool == nil {
 			stores = append(stores, rec.Store(name, quota.NewRedis(client, quota.WithPrefix(prefix))))
@@ -283,10 +282,11 @@ func requirePassed(t *testing.T, rec *Recorder, r Report) {
 
 func testPrefix() string { return "hist:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":" }
 
-func nodeClient(addr string) func() redis.UniversalClient {
-	// No retries: a charge retried by the client after a lost answer could
-	// be made twice and recorded once.
-	return func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1}) }
+// nodeClient dials the Redis at addr with production's options: above all
+// no retries, as a charge retried by the client after a lost answer could
+// be made twice and recorded once.
+func nodeClient(t *testing.T, addr string) func() redis.UniversalClient {
+	return func() redis.UniversalClient { return quotatest.NewClient(t, "redis://"+addr) }
 }
 
 // Three servers with usage ledgers on one redis-server, restarted at half
@@ -295,7 +295,7 @@ func nodeClient(addr string) func() redis.UniversalClient {
 func TestHistoryRedis(t *testing.T) {
 	srv := quotatest.StartRedisServer(t)
 	rec := NewRecorder()
-	stores := newServers(t, rec, 3, nodeClient(srv.Addr), testPrefix(), spatialtest.Migrated(t))
+	stores := newServers(t, rec, 3, nodeClient(t, srv.Addr), testPrefix(), spatialtest.Migrated(t))
 	ids := identities(t, 3*time.Second)
 	workload{stores: stores, identities: ids, workers: 3, duration: runFor(), fault: restart(t, rec, srv)}.run(t, 1)
 	requirePassed(t, rec, check(t, rec))
@@ -304,9 +304,7 @@ func TestHistoryRedis(t *testing.T) {
 // The same on a Redis Cluster of three masters, flushed at half time.
 func TestHistoryCluster(t *testing.T) {
 	addrs := quotatest.RedisClusterAddrs(t)
-	dial := func() redis.UniversalClient {
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1})
-	}
+	dial := func() redis.UniversalClient { return quotatest.NewClusterClient(t, addrs) }
 	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { admin.Close() })
 	rec := NewRecorder()
@@ -322,7 +320,7 @@ func TestHistoryCluster(t *testing.T) {
 func TestHistoryWithoutPlanHistoryFails(t *testing.T) {
 	srv := quotatest.StartRedisServer(t)
 	rec := NewRecorder()
-	stores := newServers(t, rec, 3, nodeClient(srv.Addr), testPrefix(), nil)
+	stores := newServers(t, rec, 3, nodeClient(t, srv.Addr), testPrefix(), nil)
 	workload{stores: stores, identities: identities(t, 0), workers: 3, duration: 3 * time.Second}.run(t, 3)
 	r := check(t, rec)
 	if r.Violations == 0 {
@@ -339,7 +337,7 @@ func TestHistoryWithoutPlanHistoryFails(t *testing.T) {
 func TestHistoryWithoutLedgerFails(t *testing.T) {
 	srv := quotatest.StartRedisServer(t)
 	rec := NewRecorder()
-	stores := newServers(t, rec, 3, nodeClient(srv.Addr), testPrefix(), nil)
+	stores := newServers(t, rec, 3, nodeClient(t, srv.Addr), testPrefix(), nil)
 	workload{stores: stores, identities: identities(t, 3*time.Second), workers: 3, duration: 3 * time.Second, fault: restart(t, rec, srv)}.run(t, 4)
 	r := check(t, rec)
 	if !hasExample(r, OverPeriod, "day") {

@@ -24,26 +24,19 @@ func prefix(t *testing.T) string {
 	return fmt.Sprintf("redisbatchtest:%d:%s:", time.Now().UnixNano(), t.Name())
 }
 
+// singleNode is a client with production's options of the Redis at addr,
+// or of the shared test server where addr is "".
 func singleNode(t *testing.T, addr string) *redis.Client {
 	t.Helper()
-	opt := &redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true}
 	if addr == "" {
-		var err error
-		if opt, err = redis.ParseURL(quotatest.RedisURL(t)); err != nil {
-			t.Fatal(err)
-		}
-		opt.MaxRetries, opt.ContextTimeoutEnabled = -1, true
+		return quotatest.NewClient(t, quotatest.RedisURL(t))
 	}
-	c := redis.NewClient(opt)
-	t.Cleanup(func() { c.Close() })
-	return c
+	return quotatest.NewClient(t, "redis://"+addr)
 }
 
 func cluster(t *testing.T) *redis.ClusterClient {
 	t.Helper()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: quotatest.RedisClusterAddrs(t), MaxRetries: -1, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
-	return c
+	return quotatest.NewClusterClient(t, quotatest.RedisClusterAddrs(t))
 }
 
 // clients are the deployments every behaviour must hold on.
