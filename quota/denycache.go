@@ -46,6 +46,13 @@ func NewDenyCache(store Store) *DenyCache {
 	return &DenyCache{store: store, now: time.Now, denied: make(map[string]denial)}
 }
 
+// InProcess reports whether the store behind the cache answers without
+// I/O (Memory.InProcess).
+func (c *DenyCache) InProcess() bool {
+	local, ok := c.store.(interface{ InProcess() bool })
+	return ok && local.InProcess()
+}
+
 // Charge answers a charge a remembered denial covers with that denial
 // (its RetryAfter counting down), and asks the store otherwise, returning
 // its errors (see Store).

@@ -77,6 +77,10 @@ func NewMemory(now func() time.Time) *Memory {
 	return m
 }
 
+// InProcess reports that the store answers without I/O: a caller need not
+// bound its calls by a time budget.
+func (m *Memory) InProcess() bool { return true }
+
 // shard returns the shard of identity.
 func (m *Memory) shard(identity string) *memShard {
 	return &m.shards[maphash.String(m.seed, identity)%memShards]

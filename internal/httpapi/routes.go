@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -126,7 +125,7 @@ func corsOptions(origins []string) cors.Options {
 		AllowedOrigins: origins,
 		AllowedMethods: []string{http.MethodGet, http.MethodHead},
 		AllowedHeaders: []string{"X-API-Key", "Authorization", "If-None-Match"},
-		ExposedHeaders: append(slices.Clone(quotahttp.ExposedHeaders), "ETag", "X-Tile-Cache"),
+		ExposedHeaders: append(quotahttp.ExposedHeaders(), "ETag", "X-Tile-Cache"),
 		MaxAge:         600, // seconds a browser may cache a preflight
 	}
 }

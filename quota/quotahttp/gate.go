@@ -34,6 +34,7 @@ const DefaultTimeout = 50 * time.Millisecond
 // concurrent use; make one and wrap any number of handlers with it.
 type Gate struct {
 	store      Store
+	inProcess  bool // the store does no I/O (quota.Memory.InProcess)
 	identify   func(*http.Request) (string, error)
 	plan       func(*http.Request, string) (quota.Plan, error)
 	price      func(*http.Request) (int64, error)
@@ -90,6 +91,9 @@ func New(store Store, opts ...Option) *Gate {
 		maxWaitersPer: DefaultMaxWaitersPerIdentity,
 	}
 	g.overdraft, _ = store.(overdrafter)
+	if local, ok := store.(interface{ InProcess() bool }); ok {
+		g.inProcess = local.InProcess()
+	}
 	for _, o := range opts {
 		o(g)
 	}
@@ -359,8 +363,8 @@ func (g *Gate) run(w http.ResponseWriter, r *http.Request, next http.Handler, m 
 }
 
 // charge charges m's request within the time budget: with its own charge,
-// if it has one. The in-process store answers without I/O, so it is
-// spared the budget's timer.
+// if it has one. A store in process (quota.Memory, or a deny cache in
+// front of one) answers without I/O, so it is spared the budget's timer.
 func (g *Gate) charge(ctx context.Context, m *metering) (quota.Decision, error) {
 	charge := m.charge
 	if charge == nil {
@@ -368,7 +372,7 @@ func (g *Gate) charge(ctx context.Context, m *metering) (quota.Decision, error) 
 			return store.Charge(ctx, m.Identity, m.Plan, m.Cost)
 		}
 	}
-	if _, local := g.store.(*quota.Memory); local {
+	if g.inProcess {
 		return charge(ctx, g.store)
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)

@@ -38,13 +38,15 @@ const HeaderStatus = "X-Quota-Status"
 // HeaderSettledCost is what a request cost once settled (see Settle).
 const HeaderSettledCost = "X-Quota-Settled-Cost"
 
-// ExposedHeaders are the headers a gate may write, for a CORS
+// ExposedHeaders returns the headers a gate may write, for a CORS
 // Access-Control-Expose-Headers list: without it a page on another origin
-// cannot read them.
-var ExposedHeaders = []string{
-	"RateLimit-Policy", "RateLimit",
-	"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-RateLimit-Cost",
-	HeaderStatus, HeaderSettledCost, "Retry-After",
+// cannot read them. The slice is the caller's to extend.
+func ExposedHeaders() []string {
+	return []string{
+		"RateLimit-Policy", "RateLimit",
+		"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-RateLimit-Cost",
+		HeaderStatus, HeaderSettledCost, "Retry-After",
+	}
 }
 
 // policyCache holds the RateLimit-Policy of each plan a gate has seen: it
