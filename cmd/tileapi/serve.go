@@ -239,14 +239,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		cfg.TileCache = tilecache.NewMemory(256<<20, c.tileCacheTTL)
 		log.Warn("no REDIS_URL: quotas are held in this process and hold per process only; run one process, or set REDIS_URL")
 	} else {
-		if rdb, err = openRedis("REDIS_URL", c.redisURL); err != nil {
+		if rdb, err = openBatchedRedis("REDIS_URL", c.redisURL, c.redisBatch); err != nil {
 			return err
 		}
 		defer rdb.Close()
 		reserve += redisConns(rdb)
-		if c.redisBatch {
-			redisbatch.Enable(rdb)
-		}
 		if err := pingRedis(ctx, rdb); err != nil {
 			if c.requireRedis {
 				return fmt.Errorf("REDIS_URL does not answer (-require-redis): %w", err)
@@ -272,15 +269,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if c.tileCacheRedisURL != "" {
 		// Tiles in a Redis of their own, which may evict; quotas stay in
 		// REDIS_URL (or this process).
-		cache, err := openRedis("TILEAPI_TILE_CACHE_REDIS_URL", c.tileCacheRedisURL)
+		cache, err := openBatchedRedis("TILEAPI_TILE_CACHE_REDIS_URL", c.tileCacheRedisURL, c.redisBatch)
 		if err != nil {
 			return err
 		}
 		defer cache.Close()
 		reserve += redisConns(cache)
-		if c.redisBatch {
-			redisbatch.Enable(cache)
-		}
 		if err := pingRedis(ctx, cache); err != nil {
 			log.Error("TILEAPI_TILE_CACHE_REDIS_URL does not answer at startup: every tile is a miss until it answers", "err", err)
 		}
@@ -438,6 +432,19 @@ func openRedis(setting, url string) (redis.UniversalClient, error) {
 	// failure policy answers a failed call instead.
 	opt.MaxRetries = -1
 	return redis.NewClient(opt), nil
+}
+
+// openBatchedRedis opens a client of its own for serve's users of the
+// Redis at url (the quota, its in-flight leases, the tile cache): with
+// batch, it coalesces their concurrent commands into pipelines
+// (redisbatch), a property of this client alone.
+func openBatchedRedis(setting, url string, batch bool) (redis.UniversalClient, error) {
+	c, err := openRedis(setting, url)
+	if err != nil || !batch {
+		return c, err
+	}
+	redisbatch.Enable(c)
+	return c, nil
 }
 
 // pingRedis checks at startup that Redis answers, within two seconds.

@@ -94,7 +94,9 @@ func WithMaxBatch(n int) Option { return func(b *Batcher) { b.maxBatch = max(n, 
 func WithMaxInFlight(n int) Option { return func(b *Batcher) { b.maxInFlight = max(n, 1) } }
 
 // Enable makes c batch the concurrent commands sent through it, and
-// returns the Batcher for its counts. Call it once a client, before use.
+// returns the Batcher for its counts. It changes how every user of c
+// sends commands: give it a client built for the callers that should
+// batch, once, before its first use.
 func Enable(c client, opts ...Option) *Batcher {
 	b := &Batcher{client: c, maxBatch: DefaultMaxBatch, maxInFlight: DefaultMaxInFlight}
 	for _, o := range opts {
