@@ -27,124 +27,166 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 	if len(args) == 0 {
 		return errors.New("usage: " + keysUsage)
 	}
-	action, args := args[0], args[1:]
-	if action == "-h" || action == "-help" || action == "--help" || action == "help" {
+	name, args := args[0], args[1:]
+	if name == "-h" || name == "-help" || name == "--help" || name == "help" {
 		_, err := fmt.Fprintln(stdout, "usage: "+keysUsage)
 		return err
 	}
-	fs := flag.NewFlagSet("keys "+action, flag.ContinueOnError)
+	action, ok := keysActions[name]
+	if !ok {
+		return fmt.Errorf("unknown keys command %q; usage: %s", name, keysUsage)
+	}
+	fs := flag.NewFlagSet("keys "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dbURL := databaseFlag(fs, getenv)
-	var plansFile, plan, name *string
-	var maxInFlight *int
-	var clear *bool
-	positional := 0 // how many arguments the action takes besides flags; -1: an id and any number more
-	switch action {
-	case "create":
-		plan = fs.String("plan", "", "the key's plan (required)")
-		name = fs.String("name", "", "a name for the key, for people")
-		plansFile = plansFlag(fs, getenv)
-	case "list":
-	case "revoke":
-		positional = 1
-	case "set-plan":
-		positional = 2
-		plansFile = plansFlag(fs, getenv)
-	case "override":
-		positional = -1
-		maxInFlight = fs.Int("max-in-flight", -1, "the key's own in-flight limit; 0: no limit")
-		clear = fs.Bool("clear", false, "remove the key's overrides: back to its plan alone")
-		plansFile = plansFlag(fs, getenv)
-	default:
-		return fmt.Errorf("unknown keys command %q; usage: %s", action, keysUsage)
-	}
+	prepare := action.flags(fs, getenv)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != positional && !(positional < 0 && len(pos) >= 1) {
-		return fmt.Errorf("keys %s: want %d arguments, have %q; usage: %s", action, positional, pos, keysUsage)
+	if len(pos) != action.args && !(action.args < 0 && len(pos) >= 1) {
+		return fmt.Errorf("keys %s: want %d arguments, have %q; usage: %s", name, action.args, pos, keysUsage)
 	}
 	var id int64
-	if positional != 0 {
+	if action.args != 0 {
 		if id, err = strconv.ParseInt(pos[0], 10, 64); err != nil {
-			return fmt.Errorf("keys %s: key id %q is not a number", action, pos[0])
+			return fmt.Errorf("keys %s: key id %q is not a number", name, pos[0])
 		}
 	}
-	if positional == 2 {
-		plan = &pos[1]
+	// What can be checked without the database is, before connecting.
+	run, err := prepare(id, pos)
+	if err != nil {
+		return fmt.Errorf("keys %s: %w", name, err)
 	}
-	if plan != nil {
-		if err := checkPlan(*plansFile, *plan); err != nil {
-			return fmt.Errorf("keys %s: %w", action, err)
-		}
-	}
-
 	pool, _, err := connect(ctx, *dbURL)
 	if err != nil {
-		return fmt.Errorf("keys %s: %w", action, err)
+		return fmt.Errorf("keys %s: %w", name, err)
 	}
 	defer pool.Close()
-	s := keys.NewPostgres(pool)
-	switch action {
-	case "create":
-		k, secret, err := s.Create(ctx, *name, *plan)
-		if err != nil {
-			return fmt.Errorf("keys create: %w", err)
-		}
-		fmt.Fprintf(stdout, "created key %d (%s) on plan %s\n", k.ID, k.Prefix, k.Plan)
-		fmt.Fprintln(stdout, "its secret, shown only this once (tileapi keeps a hash of it):")
-		fmt.Fprintln(stdout, secret)
-	case "list":
-		ks, err := s.List(ctx)
-		if err != nil {
-			return fmt.Errorf("keys list: %w", err)
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tPLAN\tCREATED\tREVOKED")
-		for _, k := range ks {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, orDash(k.Name), k.Plan, timeOrDash(k.CreatedAt), timeOrDash(k.RevokedAt))
-		}
-		return tw.Flush()
-	case "revoke":
-		k, err := s.Revoke(ctx, id)
-		if err != nil {
-			return fmt.Errorf("keys revoke: %w", err)
-		}
-		fmt.Fprintf(stdout, "key %d (%s) revoked at %s\n", k.ID, k.Prefix, timeOrDash(k.RevokedAt))
-	case "set-plan":
-		k, err := s.SetPlan(ctx, id, *plan)
-		if err != nil {
-			return fmt.Errorf("keys set-plan: %w", err)
-		}
-		fmt.Fprintf(stdout, "key %d (%s) is on plan %s\n", k.ID, k.Prefix, k.Plan)
-	case "override":
-		o, err := parseOverrides(pos[1:], *maxInFlight, *clear)
-		if err != nil {
-			return fmt.Errorf("keys override: %w", err)
-		}
-		k, err := s.Get(ctx, id)
-		if err != nil {
-			return fmt.Errorf("keys override: %w", err)
-		}
-		var stored []byte
-		if !o.IsZero() {
-			if err := checkOverrides(*plansFile, k.Plan, o); err != nil {
-				return fmt.Errorf("keys override: %w", err)
-			}
-			if stored, err = json.Marshal(o); err != nil {
-				return err
-			}
-		}
-		if k, err = s.SetOverrides(ctx, id, stored); err != nil {
-			return fmt.Errorf("keys override: %w", err)
-		}
-		if stored == nil {
-			fmt.Fprintf(stdout, "key %d (%s) has no overrides: plan %s alone\n", k.ID, k.Prefix, k.Plan)
-			return nil
-		}
-		fmt.Fprintf(stdout, "key %d (%s): plan %s with overrides %s\n", k.ID, k.Prefix, k.Plan, k.Overrides)
+	if err := run(ctx, keys.NewPostgres(pool), stdout); err != nil {
+		return fmt.Errorf("keys %s: %w", name, err)
 	}
+	return nil
+}
+
+// keysAction is one command of tileapi keys: how many arguments it takes
+// besides flags (-1: a key id and any number more), and its flags. flags
+// defines them on fs and returns prepare, which checks the arguments once
+// parsed (the key id, if it takes one, and the positional ones) and
+// returns the work to run against the key store.
+type keysAction struct {
+	args  int
+	flags func(fs *flag.FlagSet, getenv func(string) string) (prepare func(id int64, pos []string) (keysWork, error))
+}
+
+type keysWork func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error
+
+var keysActions = map[string]keysAction{
+	"create": {args: 0, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (keysWork, error) {
+		plan := fs.String("plan", "", "the key's plan (required)")
+		name := fs.String("name", "", "a name for the key, for people")
+		plansFile := plansFlag(fs, getenv)
+		return func(int64, []string) (keysWork, error) {
+			if err := checkPlan(*plansFile, *plan); err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
+				k, secret, err := s.Create(ctx, *name, *plan)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "created key %d (%s) on plan %s\n", k.ID, k.Prefix, k.Plan)
+				fmt.Fprintln(stdout, "its secret, shown only this once (tileapi keeps a hash of it):")
+				fmt.Fprintln(stdout, secret)
+				return nil
+			}, nil
+		}
+	}},
+	"list": {args: 0, flags: func(*flag.FlagSet, func(string) string) func(int64, []string) (keysWork, error) {
+		return func(int64, []string) (keysWork, error) {
+			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
+				ks, err := s.List(ctx)
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tPLAN\tCREATED\tREVOKED")
+				for _, k := range ks {
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, orDash(k.Name), k.Plan, timeOrDash(k.CreatedAt), timeOrDash(k.RevokedAt))
+				}
+				return tw.Flush()
+			}, nil
+		}
+	}},
+	"revoke": {args: 1, flags: func(*flag.FlagSet, func(string) string) func(int64, []string) (keysWork, error) {
+		return func(id int64, _ []string) (keysWork, error) {
+			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
+				k, err := s.Revoke(ctx, id)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "key %d (%s) revoked at %s\n", k.ID, k.Prefix, timeOrDash(k.RevokedAt))
+				return nil
+			}, nil
+		}
+	}},
+	"set-plan": {args: 2, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (keysWork, error) {
+		plansFile := plansFlag(fs, getenv)
+		return func(id int64, pos []string) (keysWork, error) {
+			plan := pos[1]
+			if err := checkPlan(*plansFile, plan); err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
+				k, err := s.SetPlan(ctx, id, plan)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "key %d (%s) is on plan %s\n", k.ID, k.Prefix, k.Plan)
+				return nil
+			}, nil
+		}
+	}},
+	"override": {args: -1, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (keysWork, error) {
+		maxInFlight := fs.Int("max-in-flight", -1, "the key's own in-flight limit; 0: no limit")
+		clear := fs.Bool("clear", false, "remove the key's overrides: back to its plan alone")
+		plansFile := plansFlag(fs, getenv)
+		return func(id int64, pos []string) (keysWork, error) {
+			o, err := parseOverrides(pos[1:], *maxInFlight, *clear)
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
+				return overrideKey(ctx, s, id, o, *plansFile, stdout)
+			}, nil
+		}
+	}},
+}
+
+// overrideKey gives key id the overrides o, checked against its plan in
+// the plans of plansFile; the zero o removes its overrides.
+func overrideKey(ctx context.Context, s *keys.Postgres, id int64, o plans.Overrides, plansFile string, stdout io.Writer) error {
+	k, err := s.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	var stored []byte
+	if !o.IsZero() {
+		if err := checkOverrides(plansFile, k.Plan, o); err != nil {
+			return err
+		}
+		if stored, err = json.Marshal(o); err != nil {
+			return err
+		}
+	}
+	if k, err = s.SetOverrides(ctx, id, stored); err != nil {
+		return err
+	}
+	if stored == nil {
+		fmt.Fprintf(stdout, "key %d (%s) has no overrides: plan %s alone\n", k.ID, k.Prefix, k.Plan)
+		return nil
+	}
+	fmt.Fprintf(stdout, "key %d (%s): plan %s with overrides %s\n", k.ID, k.Prefix, k.Plan, k.Overrides)
 	return nil
 }
 
