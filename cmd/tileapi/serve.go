@@ -37,20 +37,43 @@ import (
 // serveConfig is the configuration of `tileapi serve`: each flag defaults
 // to an environment variable (see the README's configuration reference).
 type serveConfig struct {
-	addr, redisURL, databaseURL, adminToken, plansFile, demoKeys string
-	trustedProxies, publicURL, quotaFailure, logLevel, pprofAddr string
-	corsOrigins, adminAddr                                       string
-	adminOnPublic, demoKeysInDatabase                            bool
-	anonymous, shadow, requireRedis, redisBatch                  bool
-	quotaTimeout, keyCacheTTL, tileCacheTTL, queryTimeout        time.Duration
-	quotaMaxWait                                                 time.Duration
-	inFlightLease, ledgerFlush                                   time.Duration
-	redisPrefix                                                  string
-	dbMaxConns                                                   int
-	unknownKeys                                                  int64
-	tileCacheRedisURL                                            string
-	allowEvictingRedis                                           bool
-	anonymousIPv6Prefix, maxConns                                int
+	// The listeners.
+	addr, adminAddr, pprofAddr string
+	maxConns                   int // open connections of the public listener
+	adminToken                 string
+	adminOnPublic              bool
+
+	// Who a request comes from, and where it is answered.
+	trustedProxies, publicURL, corsOrigins string
+	anonymous                              bool // requests without a key, charged by client network
+	anonymousIPv6Prefix                    int
+	unknownKeys                            int64 // unknown keys one client address may present a minute
+
+	// The quota and its Redis.
+	redisURL, redisPrefix            string
+	requireRedis, allowEvictingRedis bool
+	redisBatch                       bool
+	plansFile                        string
+	quotaFailure                     string // open or closed
+	shadow                           bool
+	quotaTimeout, quotaMaxWait       time.Duration
+	inFlightLease                    time.Duration
+	ledgerFlush                      time.Duration
+
+	// The keys.
+	demoKeys           string
+	demoKeysInDatabase bool
+	keyCacheTTL        time.Duration
+
+	// PostGIS and the tiles.
+	databaseURL       string
+	dbMaxConns        int
+	queryTimeout      time.Duration
+	tileCacheRedisURL string
+	tileCacheTTL      time.Duration
+
+	logLevel string
+
 	// Parsed from the flags above.
 	proxies, origins []string // trustedProxies, corsOrigins
 	level            slog.Level
