@@ -395,7 +395,9 @@ func TestConcurrentPeriodExactness(t *testing.T) {
 			var wg sync.WaitGroup
 			for g := range 64 {
 				s := NewRedis(clients[g%len(clients)], WithPrefix(prefix))
-				wg.Go(func() {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
 					for i := range 40 {
 						cost := int64(1 + (g+i)%5)
 						d, err := s.Charge(ctx, "day", plan, cost)
@@ -407,7 +409,7 @@ func TestConcurrentPeriodExactness(t *testing.T) {
 							admitted.Add(cost)
 						}
 					}
-				})
+				}()
 			}
 			wg.Wait()
 			s := NewRedis(clients[0], WithPrefix(prefix))

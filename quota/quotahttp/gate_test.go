@@ -446,7 +446,9 @@ func TestConcurrentExactnessOverRedis(t *testing.T) {
 	var wg sync.WaitGroup
 	var admitted, refunded, denied atomic.Int64
 	for i := range 400 {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			cost := int64(1 + i%7)
 			url := servers[i%len(servers)].URL + "/"
 			if i%5 == 0 {
@@ -469,7 +471,7 @@ func TestConcurrentExactnessOverRedis(t *testing.T) {
 			if resp.StatusCode == http.StatusTooManyRequests {
 				denied.Add(1)
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	store := quota.NewRedis(rdb, quota.WithPrefix(prefix))
