@@ -23,16 +23,13 @@ var (
 )
 
 // PostGIS answers queries from the places and fences tables.
-type PostGIS struct {
-	db      pgq.DB
-	timeout time.Duration
-}
+type PostGIS struct{ db pgq.Store }
 
 // NewPostGIS returns a backend querying pool. Every query runs under a
 // server-side statement_timeout of timeout, and is cancelled when its
 // context is done.
 func NewPostGIS(pool *pgxpool.Pool, timeout time.Duration) *PostGIS {
-	return &PostGIS{db: pool, timeout: timeout}
+	return &PostGIS{db: pgq.NewStore(pool, timeout)}
 }
 
 // withinSQL filters with ST_DWithin on geography (spheroid), which the
@@ -68,7 +65,7 @@ func (s *PostGIS) Within(ctx context.Context, q WithinQuery) ([]Near, error) {
 	if err := q.Validate(); err != nil {
 		return nil, fmt.Errorf("geofence: within: %w", err)
 	}
-	rows, err := pgq.Query(ctx, s.db, s.timeout, pgq.AutoPlan, withinSQL, []any{q.Lng, q.Lat, q.Radius, q.Limit},
+	rows, err := pgq.Query(ctx, s.db, pgq.AutoPlan, withinSQL, []any{q.Lng, q.Lat, q.Radius, q.Limit},
 		pgq.Structs[nearRow])
 	if err != nil {
 		return nil, fmt.Errorf("geofence: within: %w", err)
@@ -112,7 +109,7 @@ func (s *PostGIS) Contains(ctx context.Context, q ContainsQuery) ([]dataset.Fenc
 	if err := q.Validate(); err != nil {
 		return nil, fmt.Errorf("geofence: contains: %w", err)
 	}
-	rows, err := pgq.Query(ctx, s.db, s.timeout, pgq.AutoPlan, containsSQL, []any{q.Lng, q.Lat, q.Geometry},
+	rows, err := pgq.Query(ctx, s.db, pgq.AutoPlan, containsSQL, []any{q.Lng, q.Lat, q.Geometry},
 		pgq.Structs[fenceRow])
 	if err != nil {
 		return nil, fmt.Errorf("geofence: contains: %w", err)

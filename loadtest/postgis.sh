@@ -1,10 +1,10 @@
 #!/bin/sh
-# Refreshes the README's PostGIS throughput figures: runs the load tool's
-# throughput scenario with its spatial work on PostGIS (and pg_tileserv on the
-# same tile misses, where PG_TILESERV names its binary), then writes
-# docs/loadtest-postgis.md (the table), docs/loadtest-postgis.png (req/s) and
-# docs/loadtest-postgis-latency.png, and puts the table in README.md between
-# its loadtest-postgis markers. Run from the repository root:
+# Refreshes the PostGIS throughput figures of docs/benchmarks.md: runs the
+# load tool's throughput scenario with its spatial work on PostGIS (and
+# pg_tileserv on the same tile misses, where PG_TILESERV names its binary),
+# then writes docs/loadtest-postgis.md (the table), docs/loadtest-postgis.png
+# (req/s) and docs/loadtest-postgis-latency.png, and puts the table in
+# docs/benchmarks.md between its loadtest-postgis markers. Run from the repository root:
 #
 #   DATABASE_URL=postgres://postgres@127.0.0.1:5432/tileapi_calib?sslmode=disable \
 #   PG_TILESERV=$HOME/go/bin/pg_tileserv loadtest/postgis.sh
@@ -28,6 +28,6 @@ awk -v table=docs/loadtest-postgis.md '
 	/<!-- loadtest-postgis:end -->/ { skip = 0 }
 	!skip { print }
 	/<!-- loadtest-postgis:begin -->/ { while ((getline line < table) > 0) print line; skip = 1 }
-' README.md > README.md.new
-mv README.md.new README.md
-echo "docs/loadtest-postgis.md, docs/loadtest-postgis.png, docs/loadtest-postgis-latency.png and README.md updated"
+' docs/benchmarks.md > docs/benchmarks.md.new
+mv docs/benchmarks.md.new docs/benchmarks.md
+echo "docs/loadtest-postgis.md, docs/loadtest-postgis.png, docs/loadtest-postgis-latency.png and docs/benchmarks.md updated"

@@ -80,7 +80,7 @@ func WriteThroughputTable(w io.Writer, r *ThroughputReport) error {
 	return nil
 }
 
-// WriteThroughputMarkdown writes r as a Markdown table for the README: a
+// WriteThroughputMarkdown writes r as a Markdown table for docs/benchmarks.md: a
 // row per route, with each setup's req/s, p50 and p99, then each ratio of
 // req/s (a setup's over another's: above 1 is faster); then a line of
 // the mean tile sizes.

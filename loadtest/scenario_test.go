@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // judge must fail a key whose log breaks a window, whose log and 200s
@@ -126,14 +125,8 @@ func TestExactnessScenario(t *testing.T) {
 	// served and charged, and a charge refused late (fail closed under a
 	// parallel go test) is no finding of theirs.
 	f := startFleet(t, FleetConfig{RedisURL: redisURL, Instances: 2, Plan: plan, Keys: 2, QuotaTimeout: "2s"})
-	opt, err := redis.ParseURL(redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
 	rep, err := Exactness(context.Background(), ExactnessConfig{
-		Targets: f.URLs(), AdminTargets: f.AdminURLs(), Keys: f.Keys, AdminToken: f.AdminToken, Redis: rdb, Prefix: f.QuotaPrefix,
+		Targets: f.URLs(), AdminTargets: f.AdminURLs(), Keys: f.Keys, AdminToken: f.AdminToken, Redis: quotatest.NewClient(t, redisURL), Prefix: f.QuotaPrefix,
 		ClientsPerKey: 4, Duration: 2 * time.Second, MaxRequests: 20_000, Seed: 1,
 	})
 	if err != nil {

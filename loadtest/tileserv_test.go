@@ -13,13 +13,13 @@ import (
 // The comparison with pg_tileserv: it must draw the same places as
 // tileapi, and be measured on tile misses only. pg_tileserv is not a Go
 // module this build can fetch, so the test is built only with its tag and
-// the binary named (see the README):
+// the binary named (see docs/testing.md):
 //
 //	TILEAPI_PG_TILESERV=$HOME/go/bin/pg_tileserv go test -tags pgtileserv -run Tileserv ./loadtest
 func TestTileservComparison(t *testing.T) {
 	bin := os.Getenv("TILEAPI_PG_TILESERV")
 	if bin == "" {
-		t.Fatal("TILEAPI_PG_TILESERV is not set: the path of a pg_tileserv binary (see the README)")
+		t.Fatal("TILEAPI_PG_TILESERV is not set: the path of a pg_tileserv binary (see docs/testing.md)")
 	}
 	ctx := context.Background()
 	dbURL, pool := loadedSchema(t)

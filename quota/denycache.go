@@ -5,37 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
-)
 
-// Store is a quota store: *Redis, *Memory, or a *DenyCache in front of
-// either. A denial is not an error but a Decision with Allowed false. The
-// errors are the same for every store, matched with errors.Is and
-// errors.As:
-//
-//   - ErrInvalid: a malformed plan, an empty identity, a cost out of range,
-//     the zero Receipt or a settled cost above the charged one; reported
-//     before any I/O, and nothing changes.
-//   - ErrTooCostly, a *TooCostlyError (Charge): a cost above one of the
-//     plan's maxima, which no wait would admit; reported before any I/O.
-//   - ErrLate (Redis's Charge): the charge reached Redis after its
-//     context's deadline and was not made.
-//   - Anything else is the store's failure (Redis's or its client's),
-//     wrapped with %w. After one, a charge, refund or settlement may or may
-//     not have been made: a refund or settlement by the same receipt can be
-//     retried safely (it reports false if the first attempt was made).
-//     Memory never fails this way.
-type Store interface {
-	Charge(ctx context.Context, identity string, plan Plan, cost int64) (Decision, error)
-	Peek(ctx context.Context, identity string, plan Plan) (Decision, error)
-	Refund(ctx context.Context, rc Receipt) (bool, error)
-	Settle(ctx context.Context, rc Receipt, actual int64) (Receipt, bool, error)
-	Reset(ctx context.Context, identity string) error
-}
-
-var (
-	_ Store = (*Redis)(nil)
-	_ Store = (*Memory)(nil)
-	_ Store = (*DenyCache)(nil)
+	"github.com/redis/go-redis/v9"
 )
 
 // DenyCacheSize is the most denials a DenyCache remembers; when it is full,
@@ -89,18 +60,50 @@ func (c *DenyCache) Charge(ctx context.Context, identity string, plan Plan, cost
 		return d, nil
 	}
 	d, err := c.store.Charge(ctx, identity, plan, cost)
-	if err == nil && !d.Allowed && d.RetryAfter > 0 {
-		c.mu.Lock()
-		if _, ok := c.denied[identity]; !ok && len(c.denied) >= DenyCacheSize {
-			for id := range c.denied { // map iteration starts at random
-				delete(c.denied, id)
-				break
-			}
-		}
-		c.denied[identity] = denial{limits: slices.Clone(plan.Limits), cost: cost, until: now.Add(d.RetryAfter), d: d}
-		c.mu.Unlock()
-	}
+	c.remember(identity, plan, cost, now, d, err)
 	return d, err
+}
+
+// remember keeps d, the store's answer at now, if it is a denial to
+// answer again until its retry time.
+func (c *DenyCache) remember(identity string, plan Plan, cost int64, now time.Time, d Decision, err error) {
+	if err != nil || d.Allowed || d.RetryAfter <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.denied[identity]; !ok && len(c.denied) >= DenyCacheSize {
+		for id := range c.denied { // map iteration starts at random
+			delete(c.denied, id)
+			break
+		}
+	}
+	c.denied[identity] = denial{limits: slices.Clone(plan.Limits), cost: cost, until: now.Add(d.RetryAfter), d: d}
+}
+
+// ChargeWith is Charge with the commands along sent in the charge's round
+// trip, where the store can (quota.Redis.ChargeWith). sent reports
+// whether they went: not when the denial was remembered, the charge
+// refused before any I/O, or the store cannot send them; the caller then
+// does without or sends them itself.
+func (c *DenyCache) ChargeWith(ctx context.Context, identity string, plan Plan, cost int64, along ...redis.Cmder) (Decision, bool, error) {
+	with, ok := c.store.(interface {
+		ChargeWith(ctx context.Context, identity string, plan Plan, cost int64, along ...redis.Cmder) (Decision, bool, error)
+	})
+	if !ok || len(along) == 0 {
+		d, err := c.Charge(ctx, identity, plan, cost)
+		return d, false, err
+	}
+	if err := checkCharge(identity, plan, cost); err != nil {
+		return Decision{}, false, err
+	}
+	now := c.now()
+	if d, ok := c.remembered(identity, plan, cost, now); ok {
+		return d, false, nil
+	}
+	d, sent, err := with.ChargeWith(ctx, identity, plan, cost, along...)
+	c.remember(identity, plan, cost, now, d, err)
+	return d, sent, err
 }
 
 // Denies reports whether a charge of cost would be denied from memory, and

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // roundTrips counts the commands a client sends to Redis.
@@ -38,12 +36,7 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // until its retry time; a cheaper charge, or one after a refund, is asked.
 func TestDenyCache(t *testing.T) {
 	ctx := context.Background()
-	opt, err := redis.ParseURL(quotatest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := redis.NewClient(opt)
-	defer client.Close()
+	client := redisClient(t)
 	trips := &roundTrips{}
 	client.AddHook(trips)
 	c := NewDenyCache(NewRedis(client, WithPrefix(testPrefix(t))))

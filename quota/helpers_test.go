@@ -56,22 +56,16 @@ func testPrefix(tb testing.TB) string {
 	return fmt.Sprintf("quotatest:%d:%d:%s:", time.Now().UnixNano(), prefixSeq.Add(1), name)
 }
 
+// redisClient and clusterClient are clients of the shared test servers
+// with production's options.
 func redisClient(tb testing.TB) *redis.Client {
 	tb.Helper()
-	opt, err := redis.ParseURL(quotatest.RedisURL(tb))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c := redis.NewClient(opt)
-	tb.Cleanup(func() { c.Close() })
-	return c
+	return quotatest.NewClient(tb, quotatest.RedisURL(tb))
 }
 
 func clusterClient(tb testing.TB) *redis.ClusterClient {
 	tb.Helper()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: quotatest.RedisClusterAddrs(tb)})
-	tb.Cleanup(func() { c.Close() })
-	return c
+	return quotatest.NewClusterClient(tb, quotatest.RedisClusterAddrs(tb))
 }
 
 // fixtures returns a fresh memory store, Redis store and Redis Cluster

@@ -3,27 +3,26 @@ package quota
 import (
 	_ "embed"
 	"fmt"
-	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/tileapi/tileapi/quota/internal/redislayout"
 )
 
-// The layout of an identity's log in Redis is defined once, in
-// internal/redislayout, which Records also reads it with; the scripts are
-// written with its names (luaScript), so neither writes a position as a
-// bare number. These are its names as this package spells them.
-const (
-	hLast, hBase, hFirst, hTail, hLive = redislayout.Last, redislayout.Base, redislayout.First, redislayout.Tail, redislayout.Live
-	hTB, hCB, hCap, hShared, hPer      = redislayout.TB, redislayout.CB, redislayout.Cap, redislayout.Shared, redislayout.Per
+//go:generate go test -run TestLayoutLua -update
 
-	wWindow, wSum, wHead, wOldest, wOldestCost = redislayout.Window, redislayout.Sum, redislayout.Head, redislayout.Oldest, redislayout.OldestCost
-)
+// The scripts and this package share the constants of this file and of
+// internal/redislayout (the log's layout): layout.lua declares each as a Lua
+// local of its Go name, generated from the Go source (TestLayoutLua, run
+// with -update to rewrite it), and every script that reads a log runs it
+// first (luaScript). So a name is spelled the same in Go and in Lua (the
+// Go name without its package: redislayout.Sum is Sum, aCost is aCost),
+// and its value is written once. Every constant declared in this file
+// reaches the scripts; one they do not need belongs in another file.
 
-// The charge script's arguments (packed doubles), then per limit its window
-// (microseconds) and max, padded to the size of a header so that one struct
-// format reads both.
+// The charge script's arguments are packed doubles in the shape of a
+// header, so that one struct format reads both: numbered from 1 as in the
+// Lua table unpacked from them, these first, then each limit's where the
+// header holds its window's fields.
 const (
 	aRecord = 1 + iota // 1 to record an admitted cost, 0 to only look
 	aCost
@@ -32,8 +31,13 @@ const (
 	aCB
 	aN        // the number of limits
 	aDeadline // the caller's deadline, microseconds of Redis time; 0 for none
-	aShared   = aDeadline
-	aPer      = 2
+)
+
+// Limit i (from 1) has argument f at redislayout.WindowField(i-1, f),
+// where the header holds field f of window i.
+const (
+	aWindow = 1 // the window, microseconds
+	aMax    = 2 // the most units it holds
 )
 
 // lateReply is the charge script's reply when it ran after the caller's
@@ -43,6 +47,10 @@ const lateReply = "late"
 // restoreReply starts the charge script's reply when counters of calendar
 // periods are missing and must be looked up (PeriodSource).
 const restoreReply = "restore"
+
+// duplicateReply is the overdraft script's reply when its id was charged
+// already.
+const duplicateReply = "duplicate"
 
 // What the charge script does with a missing counter of a period whose
 // units it was not given: ask the caller for them, or count from zero.
@@ -68,48 +76,24 @@ const minRoom = 8
 // in one SETRANGE: cheaper for Redis than a second command.
 const oneWrite = 256
 
-// chunk is the bytes a script reads from the end of a log at once: the
-// header and the newest records, and the whole of a small log.
-const chunk = 4096
+// chunkStart is where a script's first read of a log starts, counted from
+// its end: the last 4096 bytes, which hold the header and the newest
+// records, and the whole of a small log. It is text, as Redis would format
+// a number argument at a cost.
+const chunkStart = "-4096"
 
-//go:embed log.lua
-var logLua string
+var (
+	//go:embed layout.lua
+	layoutLua string
+	//go:embed log.lua
+	logLua string
+)
 
-// luaConstants are the layout's names as the scripts spell them.
-var luaConstants = map[string]string{
-	"LAST": strconv.Itoa(hLast), "BASE": strconv.Itoa(hBase), "FIRST": strconv.Itoa(hFirst),
-	"TAIL": strconv.Itoa(hTail), "LIVE": strconv.Itoa(hLive), "TB": strconv.Itoa(hTB), "CB": strconv.Itoa(hCB), "CAP": strconv.Itoa(hCap),
-	"SHARED": strconv.Itoa(hShared), "PER": strconv.Itoa(hPer),
-	"WINDOW": strconv.Itoa(wWindow), "SUM": strconv.Itoa(wSum), "HEAD": strconv.Itoa(wHead), "OLDEST": strconv.Itoa(wOldest),
-	"OLDEST_COST": strconv.Itoa(wOldestCost),
-	"A_RECORD":    strconv.Itoa(aRecord), "A_COST": strconv.Itoa(aCost), "A_NOW": strconv.Itoa(aNow),
-	"A_TB": strconv.Itoa(aTB), "A_CB": strconv.Itoa(aCB), "A_N": strconv.Itoa(aN), "A_DEADLINE": strconv.Itoa(aDeadline),
-	"A_SHARED": strconv.Itoa(aShared), "A_PER": strconv.Itoa(aPer),
-	"COMPACT_AFTER":  strconv.Itoa(compactAfter),
-	"MIN_ROOM":       strconv.Itoa(minRoom),
-	"ONE_WRITE":      strconv.Itoa(oneWrite),
-	"CHUNK_START":    strconv.Quote(strconv.Itoa(-chunk)),
-	"RECORD_PATTERN": strconv.Quote(recordPattern),
-	"LATE":           strconv.Quote(lateReply),
-	"RESTORE":        strconv.Quote(restoreReply),
-	"RESTORE_ASK":    strconv.Itoa(restoreAsk),
-	"RESTORE_NONE":   strconv.Itoa(restoreNone),
-}
-
-var luaConstant = regexp.MustCompile(`\b[A-Z][A-Z_]*\b`)
-
-// luaScript renders a script: log.lua, the functions both scripts share,
-// then body, with the layout's names replaced by their values. The source
-// reads by name; Redis runs literals, as a Lua local would cost a load on
-// every call and an upvalue in every function that uses it.
-func luaScript(body string) string {
-	return luaConstant.ReplaceAllStringFunc(logLua+body, func(name string) string {
-		if v, ok := luaConstants[name]; ok {
-			return v
-		}
-		return name
-	})
-}
+// luaScript returns the source of a script that reads a log: layout.lua
+// (the names above and redislayout's, as Lua locals), log.lua (the
+// functions such scripts share), then body, whose first lines say so. It
+// is built once per script, so Redis caches each by one SHA.
+func luaScript(body string) string { return layoutLua + logLua + body }
 
 // recordWidths returns the bytes a plan's records give the time offset and
 // the cost: the offset spans at least four longest windows, so the base is
@@ -159,11 +143,12 @@ func headerFormat(n int) string {
 // headerFields is the number of doubles in the header of n windows.
 func headerFields(n int) int { return redislayout.HeaderFields(n) }
 
-// header is a log header as the scripts write it (redislayout.Header).
+// header is a log header as the scripts write it (redislayout.Header), or
+// other packed doubles of a script's reply.
 type header string
 
-// field returns field f (an h* constant).
+// field returns field f, from 1 (redislayout.Last, ...).
 func (h header) field(f int) int64 { return redislayout.Header(h).Field(f) }
 
-// window returns field f (a w* constant) of window i, from 0.
+// window returns field f (redislayout.Sum, ...) of window i, from 0.
 func (h header) window(i, f int) int64 { return redislayout.Header(h).Window(i, f) }

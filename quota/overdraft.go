@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tileapi/tileapi/quota/internal/redislayout"
 )
 
 var (
@@ -24,10 +26,6 @@ var (
 // OverdraftIDLife is how long Redis remembers the id of an overdraft
 // charge: a retry of the same id within it is not counted again.
 const OverdraftIDLife = time.Hour
-
-// duplicateReply is the overdraft script's reply when its id was charged
-// already.
-const duplicateReply = "duplicate"
 
 // overdraftMax stands for every max of an overdraft charge: above any sum
 // of costs a log or counter can hold, so nothing refuses it.
@@ -66,7 +64,7 @@ func (r *Redis) ChargeOverdraft(ctx context.Context, identity string, plan Plan,
 		keys, args := r.chargeCallRestoring(identity, plan, sliding, periods, cost, true, 0, restore)
 		packed := []byte(args[0].(string))
 		// The windows the log measures, as many as the arguments say (aN).
-		raise(packed, aShared, aPer, 2, int(math.Float64frombits(binary.BigEndian.Uint64(packed[8*(aN-1):]))))
+		raise(packed, redislayout.Shared, redislayout.Per, aMax, int(math.Float64frombits(binary.BigEndian.Uint64(packed[8*(aN-1):]))))
 		args[0] = string(packed)
 		if len(periods) > 0 {
 			spans := []byte(args[spansArg].(string))

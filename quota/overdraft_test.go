@@ -90,8 +90,7 @@ func TestChargeOverdraftLostReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
-	client := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { client.Close() })
+	client := quotatest.NewClient(t, "redis://"+proxy.Addr())
 	direct := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { direct.Close() })
 	prefix := testPrefix(t)

@@ -179,7 +179,7 @@ func checkCharge(identity string, p Plan, cost int64) error {
 	}
 	for _, l := range p.Limits {
 		if cost > l.Max {
-			return &TooCostlyError{Cost: cost, Limit: l}
+			return &TooCostlyError{Plan: p, Cost: cost, Limit: l}
 		}
 	}
 	return nil
@@ -343,6 +343,7 @@ var ErrTooCostly = errors.New("quota: cost exceeds a limit's maximum")
 // cost is above a limit's maximum. Nothing is recorded and there is no time
 // worth retrying at.
 type TooCostlyError struct {
+	Plan  Plan
 	Cost  int64
 	Limit Limit
 }

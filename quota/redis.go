@@ -125,6 +125,57 @@ func (r *Redis) Charge(ctx context.Context, identity string, plan Plan, cost int
 	return r.run(ctx, identity, plan, cost, true)
 }
 
+// ChargeWith is Charge with the commands along sent in the same round
+// trip, before the charge, in one pipeline: a caller that needs a read
+// with its charge (a tile's cache lookup) waits for one answer, not two.
+// Each command of along keeps its own result and error; they run whatever
+// the decision. sent reports whether they went to Redis: not when the
+// charge was refused before any I/O (an error matching ErrInvalid or
+// ErrTooCostly). A charge that must restore calendar counters takes a
+// second trip, without along.
+func (r *Redis) ChargeWith(ctx context.Context, identity string, plan Plan, cost int64, along ...redis.Cmder) (d Decision, sent bool, err error) {
+	if err := checkCharge(identity, plan, cost); err != nil {
+		return Decision{}, false, err
+	}
+	if len(along) == 0 {
+		d, err := r.run(ctx, identity, plan, cost, true)
+		return d, false, err
+	}
+	sliding, periods := plan.split()
+	deadline := r.deadline(ctx)
+	reply, err := r.withRestores(ctx, identity, plan, periods, func(restore []restoreValue) (string, error) {
+		keys, args := r.chargeCallRestoring(identity, plan, sliding, periods, cost, true, deadline, restore)
+		var cmd *redis.Cmd
+		if sent {
+			cmd = chargeScript.Run(ctx, r.client, keys, args...)
+		} else {
+			sent = true
+			pipe := r.client.Pipeline()
+			for _, c := range along {
+				_ = pipe.Process(ctx, c)
+			}
+			cmd = chargeScript.EvalSha(ctx, pipe, keys, args...)
+			_, _ = pipe.Exec(ctx) // each command holds its own error
+			if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+				cmd = chargeScript.Run(ctx, r.client, keys, args...) // once a server: it loads the script
+			}
+		}
+		reply, err := cmd.Text()
+		if err != nil {
+			return "", fmt.Errorf("quota: charge: %w", err)
+		}
+		return reply, nil
+	})
+	switch {
+	case err != nil:
+		return Decision{}, sent, err
+	case reply == lateReply:
+		return Decision{}, sent, ErrLate
+	}
+	d, err = r.decision(identity, plan, sliding, periods, cost, reply)
+	return d, sent, err
+}
+
 // Peek returns the usage of identity under plan without charging anything.
 // A bad identity or plan returns an error matching ErrInvalid, before any
 // I/O; any other error is Redis's, wrapped.
@@ -189,10 +240,10 @@ func (r *Redis) decision(identity string, plan Plan, sliding, periods []int, cos
 		return Decision{}, fmt.Errorf("quota: charge: script returned %d bytes, want %d or %d", len(reply), size+tail, size+8*(1+n)+tail)
 	}
 	h, extra, ps := header(reply[:size]), header(reply[size:len(reply)-tail]), header(reply[len(reply)-tail:])
-	now := h.field(hLast)
+	now := h.field(redislayout.Last)
 	raw := make([]limitUsage, len(plan.Limits))
 	for k, i := range sliding {
-		raw[i] = limitUsage{used: h.window(k, wSum), oldest: h.window(k, wOldest), freeAt: -1}
+		raw[i] = limitUsage{used: h.window(k, redislayout.Sum), oldest: h.window(k, redislayout.Oldest), freeAt: -1}
 		if !admitted {
 			raw[i].freeAt = extra.field(2 + k)
 		}
@@ -205,7 +256,7 @@ func (r *Redis) decision(identity string, plan Plan, sliding, periods []int, cos
 	}
 	index := int64(-1)
 	if admitted {
-		index = h.field(hFirst) + h.field(hTail) - 1
+		index = h.field(redislayout.First) + h.field(redislayout.Tail) - 1
 	}
 	if r.now == nil {
 		r.offset.observe(now)
@@ -251,6 +302,10 @@ func (r *Redis) chargeCall(identity string, plan Plan, sliding, periods []int, c
 	return r.chargeCallRestoring(identity, plan, sliding, periods, cost, record, deadline, nil)
 }
 
+// The charge arguments fit in the shape of a header: the shared ones before
+// the first window's fields, a limit's within its window's.
+const _ = uint(redislayout.Shared-aDeadline) + uint(redislayout.Per-aMax)
+
 // chargeCallRestoring returns the keys and arguments of charge.lua: the
 // numbers packed as big-endian doubles (see the a* fields), so the script
 // parses no number, their struct format and that of a record, and the
@@ -260,25 +315,24 @@ func (r *Redis) chargeCall(identity string, plan Plan, sliding, periods []int, c
 func (r *Redis) chargeCallRestoring(identity string, plan Plan, sliding, periods []int, cost int64, record bool, deadline int64, restore []restoreValue) ([]string, []any) {
 	n := windowCount(plan, sliding)
 	tb, cb := recordWidths(plan)
-	packed := make([]byte, 0, 8*headerFields(n))
-	put := func(v int64) { packed = binary.BigEndian.AppendUint64(packed, math.Float64bits(float64(v))) }
-	put(boolNum(record))
-	put(cost)
-	put(r.nowMicros())
-	put(int64(tb))
-	put(int64(cb))
-	put(int64(n))
-	put(deadline)
-	for _, i := range sliding {
-		put(plan.Limits[i].Window.Microseconds())
-		put(plan.Limits[i].Max)
+	packed := make([]byte, 8*headerFields(n)) // zeros: 0.0 is all zero bits
+	set := func(f int, v int64) { binary.BigEndian.PutUint64(packed[8*(f-1):], math.Float64bits(float64(v))) }
+	set(aRecord, boolNum(record))
+	set(aCost, cost)
+	set(aNow, r.nowMicros())
+	set(aTB, int64(tb))
+	set(aCB, int64(cb))
+	set(aN, int64(n))
+	set(aDeadline, deadline)
+	limit := func(k int, window time.Duration, most int64) { // k from 0
+		set(redislayout.WindowField(k, aWindow), window.Microseconds())
+		set(redislayout.WindowField(k, aMax), most)
+	}
+	for k, i := range sliding {
+		limit(k, plan.Limits[i].Window, plan.Limits[i].Max)
 	}
 	if plan.historyWindow() {
-		put(plan.History.Microseconds())
-		put(historyMax)
-	}
-	for len(packed) < cap(packed) {
-		put(0)
+		limit(len(sliding), plan.History, historyMax)
 	}
 	keys := []string{r.key(identity)}
 	args := []any{string(packed), headerFormat(n), recordFormats[tb][cb], longestMillis(plan)}

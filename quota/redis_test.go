@@ -143,9 +143,7 @@ func peakWindowSum(admits []admit, w int64) int64 {
 func TestRedisRestart(t *testing.T) {
 	ctx := context.Background()
 	srv := quotatest.StartRedisServer(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	defer c.Close()
-	s := NewRedis(c, WithPrefix(testPrefix(t)))
+	s := NewRedis(quotatest.NewClient(t, srv.URL()), WithPrefix(testPrefix(t)))
 	p := mustPlan(t, "restart", PerMinute(10))
 	charge(t, s, "r", p, 3)
 	srv.Stop()
@@ -177,8 +175,7 @@ func TestLateChargeIsNotMade(t *testing.T) {
 func testLateCharge(t *testing.T, batched bool) {
 	ctx := context.Background()
 	srv := quotatest.StartRedisServer(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-	defer c.Close()
+	c := quotatest.NewClient(t, srv.URL())
 	if batched {
 		redisbatch.Enable(c)
 	}
@@ -220,8 +217,7 @@ func testLateCharge(t *testing.T, batched bool) {
 func TestLateChargeAnswersErrLate(t *testing.T) {
 	ctx := context.Background()
 	srv := quotatest.StartRedisServer(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-	defer c.Close()
+	c := quotatest.NewClient(t, srv.URL())
 	s := NewRedis(c, WithPrefix(testPrefix(t)))
 	p := mustPlan(t, "late", PerMinute(10))
 	charge(t, s, "x", p, 3) // also measures Redis's clock

@@ -1,5 +1,6 @@
 -- Lower the cost of one admitted charge, or zero it (refund), by receipt.
--- log.lua comes first; the layout's names are its values (see layout.go).
+-- layout.lua and log.lua come first (layout.go): the layout's names (Last,
+-- Sum, ...) and the functions that read the log are theirs.
 --
 -- KEYS[1]  the log (see charge.lua)
 -- ARGV[1]  the record's index, counted since the log began
@@ -17,14 +18,14 @@ local index, at, cost, actual = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(A
 
 openLog(KEYS[1], 0, '', 0, 0, nil)
 if not h then return 0 end
-local n, hfmt = m, '>' .. string.rep('d', SHARED + PER * m + 1)
+local n, hfmt = m, '>' .. string.rep('d', headerFields(m))
 
--- The record's place in the string: records before LIVE have left every
--- window, and there is nothing left to give back.
-local p = index - h[FIRST]
-if p < h[LIVE] or p >= h[TAIL] then return 0 end
+-- The record's place in the string: records before h[Live] have left
+-- every window, and there is nothing left to give back.
+local p = index - h[First]
+if p < h[Live] or p >= h[Tail] then return 0 end
 local off, old = unpack_(rfmt, records(p, p + 1))
-if h[BASE] + off ~= at or old ~= cost then return 0 end
+if h[Base] + off ~= at or old ~= cost then return 0 end
 if actual == old then return 1 end
 call('SETRANGE', key, p * width, pack(rfmt, off, actual))
 
@@ -44,21 +45,20 @@ end
 -- loses the difference; a window it has left keeps its sum. A refunded
 -- oldest record passes the window's oldest on to the next of nonzero cost;
 -- a lowered one keeps it, at its new cost.
-local longest, wmax = 1, 0
-for i = 1, n do
-  local j = SHARED + PER * (i - 1)
-  if p >= h[j + HEAD] then
-    h[j + SUM] = h[j + SUM] - (old - actual)
-    if p == h[j + HEAD] then
-      h[j + OLDEST_COST] = actual
+local liveHead, wmax = nil, 0
+for j = win(1), win(n), Per do
+  if p >= h[j + Head] then
+    h[j + Sum] = h[j + Sum] - (old - actual)
+    if p == h[j + Head] then
+      h[j + OldestCost] = actual
       if actual == 0 then
         local k, _, oldest, c = seek(p + 1, -1)
-        h[j + HEAD], h[j + OLDEST], h[j + OLDEST_COST] = k, oldest, c
+        h[j + Head], h[j + Oldest], h[j + OldestCost] = k, oldest, c
       end
     end
   end
-  if h[j + WINDOW] > wmax then longest, wmax = i, h[j + WINDOW] end
+  if h[j + Window] > wmax then liveHead, wmax = j + Head, h[j + Window] end
 end
-h[LIVE] = h[SHARED + PER * (longest - 1) + HEAD]
-call('SETRANGE', key, h[CAP] * width, pack(hfmt, unpack(h)))
+h[Live] = h[liveHead]
+call('SETRANGE', key, h[Cap] * width, pack(hfmt, unpack(h)))
 return 1

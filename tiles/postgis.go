@@ -22,16 +22,13 @@ var (
 )
 
 // PostGIS renders tiles with ST_AsMVT from the places and fences tables.
-type PostGIS struct {
-	db      pgq.DB
-	timeout time.Duration
-}
+type PostGIS struct{ db pgq.Store }
 
 // NewPostGIS returns a renderer querying pool. Every tile query runs under a
 // server-side statement_timeout of timeout, and is cancelled when its
 // context is done.
 func NewPostGIS(pool *pgxpool.Pool, timeout time.Duration) *PostGIS {
-	return &PostGIS{db: pool, timeout: timeout}
+	return &PostGIS{db: pgq.NewStore(pool, timeout)}
 }
 
 // placesSQL draws the most populous places in the tile plus its margin.
@@ -90,7 +87,7 @@ func (s *PostGIS) Tile(ctx context.Context, l Layer, t maptile.Tile) ([]byte, er
 		sql, args = fencesSQL, []any{int(t.Z), int(t.X), int(t.Y), margin, Extent, Buffer,
 			tolerance(t.Z), string(l.kind), l.MaxFeatures, l.Name, lowZoom}
 	}
-	mvt, err := pgq.Query(ctx, s.db, s.timeout, pgq.CustomPlan, sql, args, func(rows pgx.Rows) ([]byte, error) {
+	mvt, err := pgq.Query(ctx, s.db, pgq.CustomPlan, sql, args, func(rows pgx.Rows) ([]byte, error) {
 		return pgx.CollectExactlyOneRow(rows, pgx.RowTo[[]byte])
 	})
 	if err != nil {

@@ -64,7 +64,7 @@ func checkEviction(ctx context.Context, rdb redis.UniversalClient, allowed bool,
 
 // apartCache is a tile cache in another Redis than the quotas'. It has
 // only Get and Set: httpapi sends a tile's lookup in the round trip of its
-// charge where the cache can (Prefetch), and this one cannot, the charge
+// charge where the cache can (Along), and this one cannot, the charge
 // going to another server; so its lookup is a call of its own, to its own
 // Redis, before the charge.
 type apartCache struct{ httpapi.TileCache }

@@ -29,6 +29,7 @@ import (
 	"github.com/tileapi/tileapi/internal/tilecache"
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/inflight"
+	"github.com/tileapi/tileapi/quota/quotahttp"
 	"github.com/tileapi/tileapi/quota/redisbatch"
 	"github.com/tileapi/tileapi/tiles"
 )
@@ -138,7 +139,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	boolean(&c.redisBatch, "redis-batch", "TILEAPI_REDIS_BATCH", true, "send concurrent Redis calls together, one round trip a batch, and a tile's cache lookup with its charge where both are in REDIS_URL")
 	integer(&c.anonymousIPv6Prefix, "anonymous-ipv6-prefix", "TILEAPI_ANONYMOUS_IPV6_PREFIX", httpapi.DefaultAnonymousIPv6Prefix, "prefix length, 32 to 128, by which anonymous IPv6 clients are counted: the addresses of one /N share one anonymous budget")
 	integer(&c.maxConns, "max-conns", "TILEAPI_MAX_CONNS", 0, "most client connections open at once; at the cap a new one closes the longest-idle keep-alive, or waits; 0: the open-file limit less what Redis, the database and the process need")
-	dur(&c.quotaTimeout, "quota-timeout", "TILEAPI_QUOTA_TIMEOUT", "50ms", "time budget of one quota call")
+	dur(&c.quotaTimeout, "quota-timeout", "TILEAPI_QUOTA_TIMEOUT", quotahttp.DefaultTimeout.String(), "time budget of one quota call")
 	duration(&c.quotaMaxWait, true, "quota-max-wait", "TILEAPI_QUOTA_MAX_WAIT", "0s", "longest a request the quota refuses waits server-side for its turn instead of a 429 (a few hundred ms for map clients); 0: off")
 	dur(&c.keyCacheTTL, "key-cache-ttl", "TILEAPI_KEY_CACHE_TTL", "5s", "how often the in-process key index reads the key store's changes: a revoked key stops working, and a plan change applies, within it")
 	dur(&c.inFlightLease, "in-flight-lease", "TILEAPI_IN_FLIGHT_LEASE", "10s", "how long an in-flight slot lasts unless renewed: a dead server's slots come free within it")

@@ -7,12 +7,13 @@ import (
 
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/inflight"
+	"github.com/tileapi/tileapi/quota/quotahttp"
 )
 
 // budgetQuota bounds every call of the quota store by the time budget, so
 // that a dead, slow or hung Redis costs a request at most that long and
 // the failure policy decides in time. A failure of the store, its budget
-// run out included, is a *quotaUnavailableError; what the store refuses
+// run out included, is a *quotahttp.UnavailableError; what the store refuses
 // as invalid or too costly is returned as it is. NewServer wraps the quota
 // with it once, so no call site can forget.
 type budgetQuota struct {
@@ -62,7 +63,7 @@ func storeFailure(err error) error {
 	if err == nil || errors.Is(err, quota.ErrInvalid) || errors.Is(err, quota.ErrTooCostly) {
 		return err
 	}
-	return &quotaUnavailableError{err: err}
+	return &quotahttp.UnavailableError{Err: err}
 }
 
 // budgetCache bounds every call of the tile cache by the same budget: the
@@ -85,7 +86,7 @@ func (b budgetCache) Set(ctx context.Context, key string, tile []byte) error {
 }
 
 // budgetInFlight bounds the in-flight leases by the same budget; they are
-// in the same Redis, and a failure is a *quotaUnavailableError.
+// in the same Redis, and a failure is a *quotahttp.UnavailableError.
 type budgetInFlight struct {
 	f       InFlight
 	timeout time.Duration
@@ -96,7 +97,7 @@ func (b budgetInFlight) Acquire(ctx context.Context, identity string, max int) (
 	defer cancel()
 	l, d, err := b.f.Acquire(ctx, identity, max)
 	if err != nil && !errors.Is(err, inflight.ErrInvalid) {
-		err = &quotaUnavailableError{err: err}
+		err = &quotahttp.UnavailableError{Err: err}
 	}
 	return l, d, err
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/internal/dataset"
@@ -25,6 +24,7 @@ import (
 	"github.com/tileapi/tileapi/internal/tilecache"
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/inflight"
+	"github.com/tileapi/tileapi/quota/quotatest"
 	"github.com/tileapi/tileapi/quota/redisbatch"
 	"github.com/tileapi/tileapi/tiles"
 )
@@ -78,16 +78,8 @@ type option func(*testing.T, *Config)
 // withRedis puts the quota and the tile cache in Redis at url.
 func withRedis(url string) option {
 	return func(t *testing.T, c *Config) {
-		opt, err := redis.ParseURL(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		opt.MaxRetries = -1 // a dead Redis must fail fast, not be retried
-		// As serve opens it: deadlines bound every read and write.
-		opt.ContextTimeoutEnabled = true
-		rdb := redis.NewClient(opt)
-		t.Cleanup(func() { rdb.Close() })
-		redisbatch.Enable(rdb) // as serve does by default
+		rdb := quotatest.NewClient(t, url) // as serve opens it
+		redisbatch.Enable(rdb)             // as serve does by default
 		prefix := fmt.Sprintf("httpapitest:%d:%s:", time.Now().UnixNano(), t.Name())
 		c.Quota = quota.NewRedis(rdb, quota.WithPrefix(prefix))
 		c.InFlight = inflight.NewRedis(rdb, inflight.WithPrefix(prefix+"f:"))

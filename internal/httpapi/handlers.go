@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/paulmach/orb/maptile"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tileapi/tileapi/internal/param"
 
@@ -157,10 +158,16 @@ func (s *Server) handleTile(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// tilePrefetcher is a tile cache whose lookup can travel in the round trip
-// of the charge: tilecache.Redis.
-type tilePrefetcher interface {
-	Prefetch(ctx context.Context, key string) (context.Context, *tilecache.Read)
+// alongCache is a tile cache in the quota's own Redis, whose lookup can
+// travel in the round trip of the charge: tilecache.Redis.
+type alongCache interface {
+	Along(key string) *tilecache.Read
+}
+
+// chargerWith is a quota store that sends commands with a charge:
+// quota.DenyCache over quota.Redis.
+type chargerWith interface {
+	ChargeWith(ctx context.Context, identity string, plan quota.Plan, cost int64, along ...redis.Cmder) (quota.Decision, bool, error)
 }
 
 // tileLookup is what the tile cache holds for one request's tile, once
@@ -214,7 +221,7 @@ func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile
 			}, nil
 		},
 	}
-	p, ok := s.cfg.TileCache.(tilePrefetcher)
+	p, ok := s.cfg.TileCache.(alongCache)
 	if !ok {
 		if s.lookUp(r.Context(), lk); lk.hit {
 			m.cost = cachedPrice(c, lk, hitPrice)
@@ -227,20 +234,6 @@ func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile
 	return m
 }
 
-// ownCharges is the store the gate charges: a request whose metered work
-// makes its own charge (a tile, whose cache lookup rides with it) is
-// charged by that, within the gate's budget.
-// Its other calls, the pending charges of requests served unmetered among
-// them (ChargeOverdraft), go to the deny cache as they are.
-type ownCharges struct{ *quota.DenyCache }
-
-func (o ownCharges) Charge(ctx context.Context, identity string, plan quota.Plan, cost int64) (quota.Decision, error) {
-	if m, _ := ctx.Value(meteredKey{}).(metered); m.charge != nil {
-		return m.charge(ctx, o.DenyCache)
-	}
-	return o.DenyCache.Charge(ctx, identity, plan, cost)
-}
-
 // chargeTile charges a tile at the miss price with its cache lookup in the
 // same round trip. A hit then costs the hit price (an empty one, one unit):
 // the difference is given back off the client's path (lowerTile). Only
@@ -248,15 +241,24 @@ func (o ownCharges) Charge(ctx context.Context, identity string, plan quota.Plan
 // second round trip, a charge at the hit price. Where the lookup could not
 // ride along (the quota in process, or a denial the deny cache answered)
 // it is made on its own.
-func (s *Server) chargeTile(ctx context.Context, store quotahttp.Store, c caller, p tilePrefetcher, lk *tileLookup, missPrice, hitPrice int64) (quota.Decision, error) {
-	rctx, read := p.Prefetch(ctx, lk.key)
-	d, err := store.Charge(rctx, c.identity, c.plan.Quota, missPrice)
+func (s *Server) chargeTile(ctx context.Context, store quotahttp.Store, c caller, p alongCache, lk *tileLookup, missPrice, hitPrice int64) (quota.Decision, error) {
+	var (
+		d    quota.Decision
+		sent bool
+		err  error
+		read = p.Along(lk.key)
+	)
+	if with, ok := store.(chargerWith); ok {
+		d, sent, err = with.ChargeWith(ctx, c.identity, c.plan.Quota, missPrice, read.Cmd())
+	} else {
+		d, err = store.Charge(ctx, c.identity, c.plan.Quota, missPrice)
+	}
 	switch {
-	case read.Answered():
-		body, hit, rerr := read.Result()
-		s.looked(ctx, lk, body, hit, rerr)
 	case storeFailure(err) != err:
 		s.looked(ctx, lk, nil, false, nil) // Redis fails: a miss, with no second wait
+	case sent:
+		body, hit, rerr := read.Result()
+		s.looked(ctx, lk, body, hit, rerr)
 	case err == nil && !d.Allowed && s.deniedFromMemory(c, c.plan.Cost.EmptyTile()):
 		// The deny cache refused the least a tile can cost (a cached
 		// empty one): whether the tile is cached changes nothing, so a
@@ -376,35 +378,22 @@ func (s *Server) handleQuota(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.usage.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
-}
-
-// showUsage writes the usage the gate peeked at.
-func (s *Server) showUsage(w http.ResponseWriter, r *http.Request, d quota.Decision) {
-	writeJSON(w, http.StatusOK, usageOf(callerOf(r).plan.Name, d))
-}
-
-// gate identifies the caller and serves the metered request that build
-// makes for it; an error from build is answered before any charge.
-func (s *Server) gate(w http.ResponseWriter, r *http.Request, build func(caller) (metered, error)) {
-	c, err := s.identify(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	m, err := build(c)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.serve(w, r, c, m)
+	s.meter.ServeUsage(w, r, c.identity, c.plan.Quota, func(w http.ResponseWriter, _ *http.Request, d quota.Decision) {
+		writeJSON(w, http.StatusOK, usageOf(c.plan.Name, d))
+	})
 }
 
 // fail answers err as its problem, logging what is the server's fault.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	s.failMetered(w, r, metered{}, err)
+}
+
+// failMetered answers err, an error of m's request, as its problem: a
+// price beyond the plan says what the route could serve within it.
+func (s *Server) failMetered(w http.ResponseWriter, r *http.Request, m metered, err error) {
 	p := problemFor(err)
-	if m := meteredOf(r); m.fits != nil && errors.Is(err, quota.ErrTooCostly) {
-		m.fits(p, p.MaxCost) // what the route could serve within the plan
+	if m.fits != nil && errors.Is(err, quota.ErrTooCostly) {
+		m.fits(p, p.MaxCost)
 	}
 	if p.Status >= 500 {
 		s.log.ErrorContext(r.Context(), "request failed", "err", err)

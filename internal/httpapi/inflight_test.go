@@ -69,10 +69,6 @@ func TestInFlightAcrossServers(t *testing.T) {
 	const lease = 400 * time.Millisecond
 	url := testenv.RedisURL(t)
 	prefix := "inflight-http:" + time.Now().Format("150405.000000000") + ":"
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
 	serverOn := func(rdb *redis.Client, g Geofence) *env {
 		return newEnv(t, with(func(c *Config) {
 			c.Quota = quota.NewRedis(rdb, quota.WithPrefix(prefix))
@@ -80,10 +76,7 @@ func TestInFlightAcrossServers(t *testing.T) {
 			c.Geofence = g
 		}))
 	}
-	dying := redis.NewClient(opt)
-	t.Cleanup(func() { dying.Close() })
-	healthy := redis.NewClient(opt)
-	t.Cleanup(func() { healthy.Close() })
+	dying, healthy := quotatest.NewClient(t, url), quotatest.NewClient(t, url)
 	slow := newSlowGeofence(t)
 	a := serverOn(dying, slow)
 	b := serverOn(healthy, geofence.NewMemory(memoryDataset(t)))
@@ -176,8 +169,7 @@ func TestInFlightAfterStall(t *testing.T) {
 	redisSrv := quotatest.StartRedisServer(t)
 	// As serve opens it: no retries, deadlines on every read and write,
 	// commands batched.
-	rdb := redis.NewClient(&redis.Options{Addr: redisSrv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
+	rdb := quotatest.NewClient(t, redisSrv.URL())
 	redisbatch.Enable(rdb)
 	ps, err := plans.Parse([]byte(fmt.Sprintf(`{"plans": [{"name": "two", "max_radius_m": 20000, "max_in_flight": %d,
 		"limits": [{"name": "minute", "max": 1000000000, "window": "1m"}]}]}`, slots)))
@@ -278,8 +270,7 @@ func TestInFlightReleaseRetried(t *testing.T) {
 	t.Cleanup(func() { proxy.Close() })
 	prefix := "inflight-retried:"
 	serverOn := func(addr string, g Geofence) *env {
-		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
-		t.Cleanup(func() { rdb.Close() })
+		rdb := quotatest.NewClient(t, "redis://"+addr)
 		return newEnv(t, with(func(c *Config) {
 			c.QuotaTimeout = 100 * time.Millisecond
 			c.Quota = quota.NewRedis(rdb, quota.WithPrefix(prefix))

@@ -55,26 +55,62 @@ func (s *Server) identify(r *http.Request) (caller, error) {
 	return caller{identity: KeyIdentity(k.ID), plan: p, keyPrefix: prefix}, nil
 }
 
-// planOf is k's plan with k's own overrides applied. Overrides that no
-// longer apply (a plans file changed under them) are logged and left out:
-// the key keeps its plan.
+// planOf is k's plan with k's own overrides applied, resolved once for
+// each version of the key (see keyPlans), not at every request. Overrides
+// that no longer apply (a plans file changed under them) are logged and
+// left out: the key keeps its plan.
 func (s *Server) planOf(k keys.Key) (plans.Plan, error) {
+	if p, ok := s.keyPlans.get(k); ok {
+		return p, nil
+	}
 	p, ok := s.cfg.Plans.Lookup(k.Plan)
 	if !ok {
 		return plans.Plan{}, &unknownPlanError{plan: k.Plan}
 	}
-	if k.Overrides == nil {
-		return p, nil
-	}
-	o, err := plans.ParseOverrides(k.Overrides)
-	if err == nil {
-		var with plans.Plan
-		if with, err = p.With(o); err == nil {
-			return with, nil
+	if k.Overrides != nil {
+		o, err := plans.ParseOverrides(k.Overrides)
+		if err == nil {
+			var with plans.Plan
+			if with, err = p.With(o); err == nil {
+				p = with
+			}
+		}
+		if err != nil {
+			s.log.Error("a key's overrides do not apply to its plan; serving the plan alone", "key", k.Prefix, "err", err)
 		}
 	}
-	s.log.Error("a key's overrides do not apply to its plan; serving the plan alone", "key", k.Prefix, "err", err)
+	s.keyPlans.put(k, p)
 	return p, nil
+}
+
+// keyPlans holds the plan each key resolved to, by key id, for the version
+// of the key it was resolved for: every change of a key's plan or
+// overrides moves its UpdatedAt. It holds one plan a key the server has
+// served, as the key index holds the key.
+type keyPlans struct {
+	mu    sync.RWMutex
+	plans map[int64]keyPlan
+}
+
+type keyPlan struct {
+	version time.Time
+	plan    plans.Plan
+}
+
+func (c *keyPlans) get(k keys.Key) (plans.Plan, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, ok := c.plans[k.ID]
+	return e.plan, ok && e.version.Equal(k.UpdatedAt)
+}
+
+func (c *keyPlans) put(k keys.Key, p plans.Plan) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.plans == nil {
+		c.plans = make(map[int64]keyPlan)
+	}
+	c.plans[k.ID] = keyPlan{version: k.UpdatedAt, plan: p}
 }
 
 // presentedKey is the secret the request presents, or "".
@@ -152,76 +188,53 @@ type metered struct {
 	// fits adds to a 422 problem what would fit in budget units.
 	fits func(p *problem, budget int64)
 	// charge, when set, makes the request's charge in place of the
-	// store's Charge at cost (see ownCharges): the tile path sends its
-	// cache lookup along.
+	// store's Charge at cost: the tile path sends its cache lookup along.
 	charge func(ctx context.Context, store quotahttp.Store) (quota.Decision, error)
 	work   func(ctx context.Context) (*response, error)
 }
 
-// The request's caller and metered work travel in its context, from serve
-// to the gate's functions and to runWork.
-type (
-	callerKey  struct{}
-	meteredKey struct{}
-)
-
-func callerOf(r *http.Request) caller { c, _ := r.Context().Value(callerKey{}).(caller); return c }
-
-func meteredOf(r *http.Request) metered { m, _ := r.Context().Value(meteredKey{}).(metered); return m }
-
-// serve meters the request through the gate (quotahttp: charge, headers,
-// refusals, refunds) and runs its work. A denied request is never charged;
-// a request whose work fails after the charge is refunded. Beside the
-// gate, it holds the caller's in-flight slot, if the plan limits them.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m metered) {
-	ctx := context.WithValue(context.WithValue(r.Context(), callerKey{}, c), meteredKey{}, m)
-	r = r.WithContext(ctx)
-	// Refused before the gate (over the plan, or the caller's in-flight
-	// slots): charged nothing, as the gate's own refusals say.
-	refuse := func(err error) {
-		w.Header().Set(headerStatus, statusRefused)
+// gate identifies the caller, has build price its request, and meters it
+// through the quota gate, which owns every decision from there: the
+// refusal of what no plan admits, the caller's in-flight slot, the charge
+// within the time budget, the failure policy, shadow mode, the headers,
+// and the refund of work that fails. A denied request is never charged.
+// An error from build is answered before any of that.
+func (s *Server) gate(w http.ResponseWriter, r *http.Request, build func(caller) (metered, error)) {
+	c, err := s.identify(r)
+	if err != nil {
 		s.fail(w, r, err)
-	}
-	if m.overPlan != nil && !s.cfg.Shadow {
-		refuse(m.overPlan) // no plan admits it: spare the in-flight slot's round trip
 		return
 	}
-	lease, err := s.acquire(ctx, c)
-	var busy *concurrencyError
-	switch {
-	case errors.As(err, &busy):
-		s.metrics.decisions.WithLabelValues(c.plan.Name, "in_flight_exceeded").Inc()
-		if !s.cfg.Shadow {
-			refuse(err)
-			return
-		}
-		w.Header().Set(headerStatus, statusShadowDenied)
-		s.runWork(w, r)
-		return
-	case err != nil && (s.cfg.FailClosed || !isStoreFailure(err)):
-		refuse(err)
+	m, err := build(c)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
-	defer s.release(ctx, lease)()
-	s.meter.ServeHTTP(w, r)
+	s.serve(w, r, c, m)
 }
 
-// newGate is the quota gate of every metered route (around runWork) and of
-// /v1/quota: it
-// prices a request with its metered cost, charges the caller's plan
-// within the quota time budget, applies the failure policy and shadow
-// mode, and refunds work that fails.
+// serve meters m, the request of c, through the quota gate and runs its
+// work.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m metered) {
+	req := quotahttp.Request{
+		Identity: c.identity, Plan: c.plan.Quota, Cost: m.cost,
+		Hold:    s.inFlightHold(c),
+		Charge:  m.charge,
+		OnError: func(w http.ResponseWriter, r *http.Request, err error) { s.failMetered(w, r, m, err) },
+	}
+	if m.overPlan != nil {
+		req.Refusal = quotahttp.Refuse(m.overPlan)
+	}
+	s.meter.ServeRequest(w, r, req, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.runWork(w, r, c, m)
+	}))
+}
+
+// newGate is the quota gate of every metered route and of /v1/quota. It
+// charges store within the quota time budget, applies the failure policy
+// and shadow mode, and refunds work that fails.
 func (s *Server) newGate(store quotahttp.Store) *quotahttp.Gate {
 	opts := []quotahttp.Option{
-		quotahttp.WithIdentity(func(r *http.Request) (string, error) { return callerOf(r).identity, nil }),
-		quotahttp.WithPlanFunc(func(r *http.Request, _ string) (quota.Plan, error) { return callerOf(r).plan.Quota, nil }),
-		quotahttp.WithCost(func(r *http.Request) (int64, error) {
-			m := meteredOf(r)
-			if m.overPlan != nil {
-				return 0, quotahttp.Refuse(m.overPlan)
-			}
-			return m.cost, nil
-		}),
 		quotahttp.WithTimeout(s.cfg.QuotaTimeout),
 		// Input is checked before the charge, so any error after it is a
 		// failure of ours: the client gets nothing for its units.
@@ -243,7 +256,7 @@ func (s *Server) newGate(store quotahttp.Store) *quotahttp.Gate {
 
 // observe turns what the gate did into metrics and logs.
 func (s *Server) observe(r *http.Request, e quotahttp.Event) {
-	plan := callerOf(r).plan.Name
+	plan := e.Plan.Name
 	ctx := r.Context()
 	switch e.Kind {
 	case quotahttp.EventAllowed, quotahttp.EventDenied:
@@ -294,22 +307,24 @@ func (s *Server) observe(r *http.Request, e quotahttp.Event) {
 	}
 }
 
-// acquire takes one of the caller's in-flight slots, if its plan limits
-// them: a *concurrencyError when all are held, a *quotaUnavailableError
-// when the store fails (the caller then applies the failure policy).
-func (s *Server) acquire(ctx context.Context, c caller) (inflight.Lease, error) {
+// inFlightHold is the hold of one of c's in-flight slots while its
+// request runs, if its plan limits them: refused (a *concurrencyError)
+// when all are held; a failure of the store is the gate's to judge.
+func (s *Server) inFlightHold(c caller) func(context.Context) (func(), error) {
 	if s.inFlight == nil || c.plan.MaxInFlight == 0 {
-		return inflight.Lease{}, nil
+		return nil
 	}
-	l, denial, err := s.inFlight.Acquire(ctx, c.identity, c.plan.MaxInFlight)
-	switch {
-	case err != nil:
-		s.quotaStoreFailed(ctx, err)
-		return inflight.Lease{}, err
-	case denial != nil:
-		return inflight.Lease{}, &concurrencyError{plan: c.plan, denial: denial}
+	return func(ctx context.Context) (func(), error) {
+		l, denial, err := s.inFlight.Acquire(ctx, c.identity, c.plan.MaxInFlight)
+		switch {
+		case err != nil:
+			return nil, err
+		case denial != nil:
+			s.metrics.decisions.WithLabelValues(c.plan.Name, "in_flight_exceeded").Inc()
+			return nil, quotahttp.Refuse(&concurrencyError{plan: c.plan, denial: denial})
+		}
+		return s.release(ctx, l), nil
 	}
-	return l, nil
 }
 
 // release renews the lease while the request runs (a slow query must not
@@ -352,29 +367,21 @@ func (s *Server) release(ctx context.Context, l inflight.Lease) func() {
 	}
 }
 
-// isStoreFailure reports a failure of Redis, where the failure policy
-// decides, as opposed to a call the store refused.
-func isStoreFailure(err error) bool {
-	var down *quotaUnavailableError
-	return errors.As(err, &down)
-}
-
 // runWork runs the request's work and writes the response. An error is
 // answered as its problem, and the gate refunds the charge as the status
 // goes out; a success settles the charge on the work done, where the plan
 // prices work.
-func (s *Server) runWork(w http.ResponseWriter, r *http.Request) {
-	m := meteredOf(r)
+func (s *Server) runWork(w http.ResponseWriter, r *http.Request, c caller, m metered) {
 	start := time.Now()
 	resp, err := m.work(r.Context())
 	took := time.Since(start)
 	s.metrics.queryLatency.WithLabelValues(m.route).Observe(took.Seconds())
 	if err != nil {
-		s.fail(w, r, err)
+		s.failMetered(w, r, m, err)
 		return
 	}
 	h := w.Header()
-	s.settle(r, h, callerOf(r), took, resp)
+	s.settle(r, h, c, took, resp)
 	for k, v := range resp.header {
 		h[k] = v
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/tileapi/tileapi/geofence"
@@ -101,13 +100,6 @@ func (e *concurrencyError) Error() string { return "too many requests in progres
 // sooner than the lease that bounds the wait.
 const retryAfterConcurrency = time.Second
 
-// quotaUnavailableError is a failure of the quota store: an error or the
-// time budget running out.
-type quotaUnavailableError struct{ err error }
-
-func (e *quotaUnavailableError) Error() string { return "quota store: " + e.err.Error() }
-func (e *quotaUnavailableError) Unwrap() error { return e.err }
-
 // problemFor maps an error to the problem a client sees: the one place
 // where errors become HTTP statuses. Unknown errors are a 500 whose detail
 // hides the internals (they are logged instead).
@@ -116,12 +108,11 @@ func problemFor(err error) *problem {
 		fe          *param.Error
 		unknownPlan *unknownPlanError
 		denied      *quotahttp.DeniedError
-		tooCostly   *quotahttp.TooCostlyError
+		tooCostly   *quota.TooCostlyError
 		gateDown    *quotahttp.UnavailableError
 		overPlan    *overPlanError
 		unknownKeys *tooManyUnknownKeysError
 		adminFails  *tooManyAdminFailuresError
-		quotaDown   *quotaUnavailableError
 		busy        *concurrencyError
 	)
 	switch {
@@ -168,8 +159,6 @@ func problemFor(err error) *problem {
 		return p
 	case errors.As(err, &overPlan):
 		return overPlan.problem()
-	case errors.As(err, &quotaDown):
-		return unavailable("quota-unavailable", "Quota service unavailable", "the request could not be metered and was not served; retry shortly")
 	case errors.Is(err, geofence.ErrTimeout) || errors.Is(err, tiles.ErrTimeout):
 		return newProblem(http.StatusGatewayTimeout, "query-timeout", "Query timed out", "the query took longer than the server allows; the request was not charged")
 	case errors.Is(err, geofence.ErrUnavailable) || errors.Is(err, tiles.ErrUnavailable):
@@ -216,13 +205,7 @@ func writeProblem(w http.ResponseWriter, p *problem) {
 		w.Header().Add("WWW-Authenticate", `Bearer realm="tileapi"`)
 		w.Header().Add("WWW-Authenticate", `APIKey realm="tileapi", header="X-API-Key"`)
 	}
-	if p.RetryAfterMS > 0 {
-		w.Header().Set("Retry-After", strconv.FormatInt(ceilDiv(p.RetryAfterMS, 1000), 10))
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p)
+	p.Problem.Write(w, p)
 }
 
 // writeJSON writes v as JSON with status.

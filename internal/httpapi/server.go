@@ -24,6 +24,7 @@ import (
 	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/inflight"
+	"github.com/tileapi/tileapi/quota/quotahttp"
 	"github.com/tileapi/tileapi/tiles"
 )
 
@@ -176,8 +177,8 @@ type Server struct {
 	cfg         Config
 	quota       Quota            // cfg.Quota behind a deny cache, within the time budget
 	denials     *quota.DenyCache // in front of cfg.Quota, shared by every use
-	meter       http.Handler     // the quota gate (quotahttp) around runWork
-	usage       http.Handler     // the same gate's peek at usage, for /v1/quota
+	meter       *quotahttp.Gate  // the quota gate of every metered route, and of /v1/quota
+	keyPlans    keyPlans         // each key's plan with its overrides, once per version of the key
 	tileCache   TileCache        // cfg.TileCache within the time budget
 	cacheWrites chan struct{}    // a slot per tile cache write in flight
 	retries     chan struct{}    // a slot per call retried in the background (retryLater)
@@ -204,7 +205,7 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if cfg.QuotaTimeout <= 0 {
-		cfg.QuotaTimeout = 50 * time.Millisecond
+		cfg.QuotaTimeout = quotahttp.DefaultTimeout
 	}
 	if cfg.AllowedOrigins == nil {
 		cfg.AllowedOrigins = []string{"*"}
@@ -234,8 +235,7 @@ func NewServer(cfg Config) (*Server, error) {
 		cacheWrites: make(chan struct{}, maxCacheWrites),
 		retries:     make(chan struct{}, maxRetries),
 	}
-	g := s.newGate(ownCharges{denials})
-	s.meter, s.usage = g.Handler(http.HandlerFunc(s.runWork)), g.Usage(s.showUsage)
+	s.meter = s.newGate(denials)
 	if cfg.InFlight != nil {
 		s.inFlight = budgetInFlight{f: cfg.InFlight, timeout: cfg.QuotaTimeout}
 	}

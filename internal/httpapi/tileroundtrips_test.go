@@ -97,22 +97,14 @@ func count(n int) func([]string) bool { return func(ts []string) bool { return l
 // cluster client's hook shows.
 func TestTileRoundTrips(t *testing.T) {
 	t.Run("single node", func(t *testing.T) {
-		opt, err := redis.ParseURL(testenv.RedisURL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		opt.MaxRetries, opt.ContextTimeoutEnabled = -1, true
-		testTileRoundTrips(t, redis.NewClient(opt))
+		testTileRoundTrips(t, quotatest.NewClient(t, testenv.RedisURL(t)))
 	})
 	t.Run("cluster", func(t *testing.T) {
-		testTileRoundTrips(t, redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: quotatest.RedisClusterAddrs(t), MaxRetries: -1, ContextTimeoutEnabled: true,
-		}))
+		testTileRoundTrips(t, quotatest.NewClusterClient(t, quotatest.RedisClusterAddrs(t)))
 	})
 }
 
 func testTileRoundTrips(t *testing.T, rdb redis.UniversalClient) {
-	t.Cleanup(func() { rdb.Close() })
 	redisbatch.Enable(rdb.(interface {
 		AddHook(redis.Hook)
 		Pipeline() redis.Pipeliner

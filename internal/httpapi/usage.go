@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/quotahttp"
 )
 
 // usage is the JSON form of a caller's usage.
@@ -38,7 +39,7 @@ func usageOf(plan string, d quota.Decision) usage {
 			Used: l.Used, Remaining: l.Remaining, ResetMS: ceilDiv(l.ResetAfter.Microseconds(), 1000),
 		}
 		if l.Limit.Period != quota.Sliding {
-			u.Limits[i].ResetsAt = now.Add(l.ResetAfter).UTC().Round(time.Second).Format(time.RFC3339)
+			u.Limits[i].ResetsAt = quotahttp.ResetTime(now, l.ResetAfter)
 		}
 	}
 	return u

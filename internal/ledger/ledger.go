@@ -84,6 +84,11 @@ type Stats struct {
 	Failures int64 // failed writes, each retried
 	Dropped  int64 // rows dropped for MaxPending
 	Raised   int64 // counters in Redis found behind the ledger and raised
+	// Written is when the last flush that wrote everything recorded
+	// began: what was recorded before it is in the database. A restore
+	// after a loss of Redis's counters misses at most what was charged
+	// since.
+	Written time.Time
 }
 
 // row is one identity's period of one limit.
@@ -171,9 +176,13 @@ func (l *Ledger) Run(ctx context.Context) {
 // before, with its id, then what was recorded since. A batch is applied
 // once, however often it is sent.
 func (l *Ledger) Flush(ctx context.Context) error {
+	start := time.Now()
 	for {
 		b := l.next()
 		if b == nil {
+			l.mu.Lock()
+			l.stats.Written = start
+			l.mu.Unlock()
 			return nil
 		}
 		totals, err := l.write(ctx, b)

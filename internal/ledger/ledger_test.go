@@ -138,8 +138,7 @@ func TestLedgerBoundsWhatItHolds(t *testing.T) {
 func TestRedisRestartKeepsTheMonth(t *testing.T) {
 	pool := spatialtest.Migrated(t)
 	srv := quotatest.StartRedisServer(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
-	t.Cleanup(func() { client.Close() })
+	client := quotatest.NewClient(t, srv.URL())
 	l := New(pool, Options{})
 	store := l.Store(quota.NewRedis(client, quota.WithPeriodSource(l)))
 	ctx := context.Background()
@@ -189,8 +188,7 @@ func TestRedisLossUnderLoad(t *testing.T) {
 	defer cancel()
 	var servers []server
 	for range 2 {
-		client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
-		t.Cleanup(func() { client.Close() })
+		client := quotatest.NewClient(t, srv.URL())
 		l := New(pool, Options{FlushEvery: 50 * time.Millisecond})
 		go l.Run(ctx)
 		servers = append(servers, server{l, l.Store(quota.NewRedis(client, quota.WithPeriodSource(l)))})
@@ -288,8 +286,7 @@ func TestRedisLossUnderLoad(t *testing.T) {
 func TestLaggingCounterRaised(t *testing.T) {
 	pool := spatialtest.Migrated(t)
 	srv := quotatest.StartRedisServer(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
-	t.Cleanup(func() { client.Close() })
+	client := quotatest.NewClient(t, srv.URL())
 	l := New(pool, Options{})
 	r := quota.NewRedis(client, quota.WithPeriodSource(l))
 	l.RaiseIn(r)
@@ -335,8 +332,7 @@ func TestLaggingCounterRaised(t *testing.T) {
 func TestOverdraftRecorded(t *testing.T) {
 	pool := spatialtest.Migrated(t)
 	srv := quotatest.StartRedisServer(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
-	t.Cleanup(func() { client.Close() })
+	client := quotatest.NewClient(t, srv.URL())
 	l := New(pool, Options{})
 	store, ok := l.Store(quota.NewRedis(client, quota.WithPeriodSource(l))).(interface {
 		ChargeOverdraft(ctx context.Context, identity string, plan quota.Plan, cost int64, id string) (quota.Decision, bool, error)

@@ -60,18 +60,28 @@ const (
 // the pooled connection.
 const settingsSQL = `SELECT set_config('statement_timeout', $1, true), set_config('plan_cache_mode', $2, true)`
 
-// Query sends sql with args in one pipeline after setting statement_timeout
-// to timeout (at least a millisecond) and plan_cache_mode to plan, and passes
-// its rows to collect, which must read or close them (pgx.CollectRows does).
-// The query is cancelled when ctx is done or the server's timeout fires,
-// whichever comes first.
+// Store is what a PostGIS backend (geofence's, tiles') queries: a database
+// and the statement timeout each of its queries runs under.
+type Store struct {
+	db      DB
+	timeout time.Duration
+}
+
+// NewStore returns a Store of db whose queries run under timeout.
+func NewStore(db DB, timeout time.Duration) Store { return Store{db: db, timeout: timeout} }
+
+// Query sends sql with args to s's database in one pipeline after setting
+// statement_timeout to s's timeout (at least a millisecond) and
+// plan_cache_mode to plan, and passes its rows to collect, which must read
+// or close them (pgx.CollectRows does). The query is cancelled when ctx is
+// done or the server's timeout fires, whichever comes first.
 //
 // Its errors match ErrTimeout or ErrUnavailable where they are one of those
 // (see Classify).
-func Query[T any](ctx context.Context, db DB, timeout time.Duration, plan Plan, sql string, args []any, collect func(pgx.Rows) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout+grace)
+func Query[T any](ctx context.Context, s Store, plan Plan, sql string, args []any, collect func(pgx.Rows) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout+grace)
 	defer cancel()
-	v, err := query(ctx, db, timeout, plan, sql, args, collect)
+	v, err := query(ctx, s.db, s.timeout, plan, sql, args, collect)
 	return v, Classify(err)
 }
 

@@ -49,7 +49,7 @@ func TestQueryFailures(t *testing.T) {
 		{name: "caller gone", ctx: canceled, db: pool, sql: "SELECT 1", canceled: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := pgq.Query(tc.ctx, tc.db, 100*time.Millisecond, pgq.AutoPlan, tc.sql, nil, one)
+			_, err := pgq.Query(tc.ctx, pgq.NewStore(tc.db, 100*time.Millisecond), pgq.AutoPlan, tc.sql, nil, one)
 			if got := errors.Is(err, pgq.ErrTimeout); got != tc.timeout {
 				t.Errorf("%v: matches ErrTimeout %v, want %v", err, got, tc.timeout)
 			}

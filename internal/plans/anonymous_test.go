@@ -76,8 +76,7 @@ func heap() uint64 {
 func TestIdleAnonymousInRedis(t *testing.T) {
 	anon, _ := Defaults().Lookup(Anonymous)
 	srv := quotatest.StartRedisServer(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { c.Close() })
+	c := quotatest.NewClient(t, srv.URL())
 	ctx := context.Background()
 	store := quota.NewRedis(c)
 	if _, err := store.Charge(ctx, "ip:warm-up", anon.Quota, 1); err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -148,6 +149,25 @@ func newSchema(ctx context.Context, base string) (string, func(), error) {
 		_, _ = conn.Exec(ctx, "DROP SCHEMA "+name+" CASCADE")
 	}
 	return u.String(), drop, nil
+}
+
+// UsesIndex fails tb unless PostgreSQL's plan for sql with args (EXPLAIN)
+// scans the index named index, and shows the plan where it does not.
+func UsesIndex(tb testing.TB, pool *pgxpool.Pool, index, sql string, args ...any) {
+	tb.Helper()
+	rows, err := pool.Query(context.Background(), "EXPLAIN "+sql, args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// An index appears as "Index Scan using idx on t" or "Bitmap Index Scan
+	// on idx".
+	if p := strings.Join(plan, "\n"); !strings.Contains(p, " on "+index) && !strings.Contains(p, " using "+index) {
+		tb.Errorf("the plan does not use %s:\n%s", index, p)
+	}
 }
 
 // Measure runs op b.N times and reports, beside the mean, the median and

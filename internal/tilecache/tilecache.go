@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/tileapi/tileapi/quota/redisbatch"
 )
 
 // DefaultTTL is how long a tile stays cached by default. Keys carry the
@@ -45,28 +43,22 @@ func (c *Redis) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	return result(c.client.Get(ctx, c.prefix+key))
 }
 
-// Prefetch returns ctx carrying a read of key that travels in the round
-// trip of the next command made with it, if that goes through a client
-// batched by redisbatch: a request's charge takes its tile's lookup along.
-func (c *Redis) Prefetch(ctx context.Context, key string) (context.Context, *Read) {
-	cmd := redis.NewStringCmd(ctx, "get", c.prefix+key)
-	ctx, att := redisbatch.Attach(ctx, cmd)
-	return ctx, &Read{cmd: cmd, att: att}
+// Along returns a read of key for the caller to send with another command
+// in one round trip (quota.Redis.ChargeWith sends it with a charge): the
+// command to send and, once it went, its result. It fits only a caller
+// whose commands go to the cache's own Redis.
+func (c *Redis) Along(key string) *Read {
+	return &Read{cmd: redis.NewStringCmd(context.Background(), "get", c.prefix+key)}
 }
 
-// Read is a tile lookup sent along with another command (see Prefetch).
-type Read struct {
-	cmd *redis.StringCmd
-	att *redisbatch.Attached
-}
+// Read is a tile lookup sent along with another command (see Along).
+type Read struct{ cmd *redis.StringCmd }
 
-// Answered reports whether the read went to Redis and Result holds its
-// outcome. It did not if the command it rode on never reached a batched
-// client (another store answered it, or it failed first): the caller then
-// calls Get.
-func (r *Read) Answered() bool { return r.att.Answered() }
+// Cmd is the command to send.
+func (r *Read) Cmd() redis.Cmder { return r.cmd }
 
-// Result returns the tile, and whether there was one, once Answered.
+// Result returns the tile, and whether there was one, once the command
+// went.
 func (r *Read) Result() ([]byte, bool, error) { return result(r.cmd) }
 
 func result(cmd *redis.StringCmd) ([]byte, bool, error) {

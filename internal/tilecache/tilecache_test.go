@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tileapi/tileapi/internal/testenv"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 type cache interface {
@@ -18,12 +17,7 @@ type cache interface {
 }
 
 func caches(t *testing.T) map[string]cache {
-	opt, err := redis.ParseURL(testenv.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(opt)
-	t.Cleanup(func() { c.Close() })
+	c := quotatest.NewClient(t, testenv.RedisURL(t))
 	prefix := fmt.Sprintf("tilecachetest:%d:", time.Now().UnixNano())
 	return map[string]cache{
 		"memory": NewMemory(1<<20, time.Minute),

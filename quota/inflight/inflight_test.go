@@ -44,9 +44,7 @@ func kinds() []kind {
 			var ls []limiter
 			prefix := fmt.Sprintf("inflighttest:%d:", time.Now().UnixNano()) // one fleet
 			for range n {
-				c := open(t)
-				t.Cleanup(func() { c.Close() })
-				ls = append(ls, NewRedis(c, WithLease(lease), WithPrefix(prefix)))
+				ls = append(ls, NewRedis(open(t), WithLease(lease), WithPrefix(prefix)))
 			}
 			return ls
 		}
@@ -61,14 +59,10 @@ func kinds() []kind {
 			return ls
 		}},
 		{"redis", redisServers(func(t *testing.T) redis.UniversalClient {
-			opt, err := redis.ParseURL(quotatest.RedisURL(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return redis.NewClient(opt)
+			return quotatest.NewClient(t, quotatest.RedisURL(t))
 		})},
 		{"cluster", redisServers(func(t *testing.T) redis.UniversalClient {
-			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: quotatest.RedisClusterAddrs(t)})
+			return quotatest.NewClusterClient(t, quotatest.RedisClusterAddrs(t))
 		})},
 	}
 }
@@ -234,9 +228,7 @@ func TestHashTag(t *testing.T) {
 // retries, the context's deadline on every read and write.
 func served(t *testing.T, addr string) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
-	return c
+	return quotatest.NewClient(t, "redis://"+addr)
 }
 
 // held returns how many leases of identity Redis at addr holds, read

@@ -52,7 +52,7 @@
 // closed) say refused.
 // Refusals are RFC 9457 problem+json bodies by default; [WithErrorHandler]
 // writes them as the service likes, from typed errors: [*DeniedError],
-// [*TooCostlyError], [*UnavailableError] and whatever the caller's own
+// [*quota.TooCostlyError], [*UnavailableError] and whatever the caller's own
 // functions return.
 //
 // # Failures of the store

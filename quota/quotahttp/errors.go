@@ -20,21 +20,6 @@ type DeniedError struct {
 
 func (e *DeniedError) Error() string { return "quotahttp: quota exceeded" }
 
-// TooCostlyError is a request that its plan can never admit: its cost is
-// above Limit's maximum. Answered 422; nothing is charged.
-type TooCostlyError struct {
-	Plan  quota.Plan
-	Cost  int64
-	Limit quota.Limit
-}
-
-func (e *TooCostlyError) Error() string {
-	return "quotahttp: the request costs more than the plan allows"
-}
-
-// Is makes errors.Is(err, quota.ErrTooCostly) true.
-func (e *TooCostlyError) Is(target error) bool { return target == quota.ErrTooCostly }
-
 // UnavailableError is a store that failed, or did not answer within the
 // time budget, when the gate fails closed: answered 503.
 type UnavailableError struct{ Err error }
@@ -71,6 +56,10 @@ func retryAfter(err error) (time.Duration, bool) {
 	var denied *DeniedError
 	if errors.As(err, &denied) {
 		return denied.Decision.RetryAfter, true
+	}
+	var says interface{ RetryAfter() time.Duration }
+	if errors.As(err, &says) {
+		return says.RetryAfter(), true
 	}
 	return 0, false
 }

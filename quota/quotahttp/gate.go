@@ -65,12 +65,12 @@ func (g *Gate) writeHeaders(h http.Header, plan quota.Plan, d quota.Decision) {
 	g.headers.write(h, d, g.policies.policy(plan, d), nil)
 }
 
-// New returns a gate that charges store. A plan is required (WithPlan or
-// WithPlanFunc); the other options have defaults: callers identified by
-// client address, every request costing one unit, a 50ms budget, failing
-// open, owing the store at most DefaultPendingLimit refunds and charges.
-// New panics if store is nil or no plan is given: those are programming
-// errors.
+// New returns a gate that charges store. Its options have defaults:
+// callers identified by client address, every request costing one unit, a
+// 50ms budget, failing open, owing the store at most DefaultPendingLimit
+// refunds and charges. Handler and Usage need a plan (WithPlan or
+// WithPlanFunc); ServeRequest and ServeUsage are told each request's.
+// New panics if store is nil: a programming error.
 func New(store Store, opts ...Option) *Gate {
 	if store == nil {
 		panic("quotahttp: New: nil store")
@@ -93,9 +93,6 @@ func New(store Store, opts ...Option) *Gate {
 	for _, o := range opts {
 		o(g)
 	}
-	if g.plan == nil {
-		panic("quotahttp: New: no plan: give WithPlan or WithPlanFunc")
-	}
 	if g.maxWait > 0 && !g.shadow {
 		g.waits = newWaiters(g.maxWait, g.maxWaiters, g.maxWaitersPer)
 	}
@@ -116,7 +113,16 @@ func Limit(store Store, plan quota.Plan, opts ...Option) func(http.Handler) http
 // Handler returns next gated: it runs only for requests the quota admits
 // (or, failing open or in shadow mode, serves unmetered).
 func (g *Gate) Handler(next http.Handler) http.Handler {
+	g.mustHavePlan("Handler")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serve(w, r, next) })
+}
+
+// mustHavePlan panics, a programming error, unless the gate was given a
+// way to find a caller's plan.
+func (g *Gate) mustHavePlan(use string) {
+	if g.plan == nil {
+		panic("quotahttp: Gate." + use + ": no plan: give New WithPlan or WithPlanFunc, or serve with ServeRequest")
+	}
 }
 
 // ClientAddress identifies a caller by the host of r.RemoteAddr, the TCP
@@ -147,33 +153,99 @@ func (g *Gate) caller(r *http.Request) (string, quota.Plan, error) {
 	return identity, plan, err
 }
 
-// serve identifies, prices and charges the request, then serves it with
-// next or refuses it. It is on the path of every request: errors are
-// matched only once there is one, and an Event is built only for an
-// observer.
+// serve identifies and prices the request with the gate's options, then
+// meters it as ServeRequest does.
 func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	identity, plan, err := g.caller(r)
 	if err != nil {
 		g.onError(w, r, err)
 		return
 	}
-	m := &metering{gate: g, w: w, r: r, Metering: Metering{Identity: identity, Plan: plan}}
-	if m.Cost, err = g.price(r); err != nil {
-		if refused := (*RefusedError)(nil); errors.As(err, &refused) {
-			g.refuse(w, r, next, m, err)
-		} else {
+	req := Request{Identity: identity, Plan: plan}
+	if req.Cost, err = g.price(r); err != nil {
+		if refused := (*RefusedError)(nil); !errors.As(err, &refused) {
 			g.onError(w, r, err)
+			return
 		}
+		req.Refusal = err
+	}
+	g.ServeRequest(w, r, req, next)
+}
+
+// Request is a request as the service that meters it has decided it: who
+// pays, under which plan, at what price. A service that identifies and
+// prices requests itself hands each to ServeRequest; Handler decides the
+// same with the gate's WithIdentity, WithPlan and WithCost.
+type Request struct {
+	Identity string
+	Plan     quota.Plan
+	// Cost is the price, charged before the work.
+	Cost int64
+	// Refusal, when set, is why the request is refused before any charge
+	// (no plan admits it: a radius beyond the plan's, say); its error
+	// handler answers it, or it is served unmetered in shadow mode.
+	// Refuse makes one.
+	Refusal error
+	// Hold, when set, takes what the request holds while it runs, such as
+	// one of its caller's in-flight slots, before the charge; the gate
+	// calls release once the request is done. An error made with Refuse
+	// refuses the request as Refusal does; any other is a failure of the
+	// store, for the failure policy (served without the hold when failing
+	// open).
+	Hold func(ctx context.Context) (release func(), err error)
+	// Charge, when set, makes the charge in place of the store's Charge
+	// at Cost, within the gate's budget, given the gate's store: for a
+	// service that sends other commands in the charge's round trip, such
+	// as a cache lookup (see quota.Redis.ChargeWith).
+	Charge func(ctx context.Context, store Store) (quota.Decision, error)
+	// OnError, when set, answers this request's refusals and failures in
+	// place of the gate's error handler (WithErrorHandler).
+	OnError func(w http.ResponseWriter, r *http.Request, err error)
+}
+
+// ServeRequest meters req and serves it with next, or refuses it: the
+// refusal, hold, charge, failure policy, headers and refund of Handler,
+// for a request the service has identified and priced itself.
+func (g *Gate) ServeRequest(w http.ResponseWriter, r *http.Request, req Request, next http.Handler) {
+	m := &metering{gate: g, w: w, r: r, Metering: Metering{Identity: req.Identity, Plan: req.Plan, Cost: req.Cost},
+		onError: g.onError, charge: req.Charge}
+	if req.OnError != nil {
+		m.onError = req.OnError
+	}
+	if req.Refusal != nil && !g.shadow {
+		g.refuse(w, r, next, m, req.Refusal) // spared the hold's round trip
 		return
 	}
-
+	if req.Hold != nil {
+		release, err := req.Hold(r.Context())
+		var refused *RefusedError
+		switch {
+		case errors.As(err, &refused):
+			g.refuse(w, r, next, m, err)
+			return
+		case err != nil && g.failClosed:
+			g.observe(r, Event{Kind: EventStoreFailed, Identity: req.Identity, Plan: req.Plan, Cost: req.Cost, Err: err})
+			setStatus(w.Header(), StatusRefused)
+			m.onError(w, r, &UnavailableError{Err: err})
+			return
+		case err != nil:
+			g.observe(r, Event{Kind: EventStoreFailed, Identity: req.Identity, Plan: req.Plan, Cost: req.Cost, Err: err})
+		case release != nil:
+			defer release()
+		}
+	}
+	if req.Refusal != nil {
+		g.refuse(w, r, next, m, req.Refusal) // in shadow mode: served, shadow-denied
+		return
+	}
+	identity, plan := req.Identity, req.Plan
 	var start time.Time
 	if g.observed {
 		start = time.Now() // the clock is read only for an observer
 	}
-	d, waited, err := g.admit(r, identity, plan, m.Cost)
+	d, waited, err := g.admit(r, m)
 	if waited > 0 && err != nil && r.Context().Err() != nil {
-		g.onError(w, r, err) // gone while it waited its turn: nothing charged
+		m.onError(w, r, err) // gone while it waited its turn: nothing charged
 		return
 	}
 	if err == nil && d.Allowed {
@@ -191,24 +263,23 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 	if g.observed {
 		e.Latency = time.Since(start) - waited
 	}
-	var tooCostly *quota.TooCostlyError
 	switch {
-	case errors.As(err, &tooCostly):
+	case errors.Is(err, quota.ErrTooCostly):
 		e.Kind = EventTooCostly
 		g.observe(r, e)
-		g.refuse(w, r, next, m, &TooCostlyError{Plan: plan, Cost: m.Cost, Limit: tooCostly.Limit})
+		g.refuse(w, r, next, m, err) // a *quota.TooCostlyError
 	case errors.Is(err, quota.ErrInvalid):
 		// A price out of range or a malformed plan: a bug of the service,
 		// never an outage to serve unmetered.
 		e.Kind = EventInvalid
 		g.observe(r, e)
-		g.onError(w, r, err)
+		m.onError(w, r, err)
 	case err != nil:
 		e.Kind = EventStoreFailed
 		g.observe(r, e)
 		if g.failClosed {
 			setStatus(w.Header(), StatusRefused)
-			g.onError(w, r, &UnavailableError{Err: err})
+			m.onError(w, r, &UnavailableError{Err: err})
 			return
 		}
 		m.Status = StatusUnmetered
@@ -245,7 +316,7 @@ func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, next http.Handler,
 				w.Header().Set("Retry-After", formatSeconds(after))
 			}
 		}
-		g.onError(w, r, err)
+		m.onError(w, r, err)
 		return
 	}
 	m.Status = StatusShadowDenied
@@ -265,7 +336,7 @@ func (g *Gate) run(w http.ResponseWriter, r *http.Request, next http.Handler, m 
 	}
 	if err := ctx.Err(); err != nil {
 		m.refund(ctx)
-		g.onError(w, r, err)
+		m.onError(w, r, err)
 		return
 	}
 	rw := &m.rw
@@ -287,15 +358,22 @@ func (g *Gate) run(w http.ResponseWriter, r *http.Request, next http.Handler, m 
 	}
 }
 
-// charge charges the store within the time budget. The in-process store
-// answers without I/O, so it is spared the budget's timer.
-func (g *Gate) charge(ctx context.Context, identity string, plan quota.Plan, cost int64) (quota.Decision, error) {
+// charge charges m's request within the time budget: with its own charge,
+// if it has one. The in-process store answers without I/O, so it is
+// spared the budget's timer.
+func (g *Gate) charge(ctx context.Context, m *metering) (quota.Decision, error) {
+	charge := m.charge
+	if charge == nil {
+		charge = func(ctx context.Context, store Store) (quota.Decision, error) {
+			return store.Charge(ctx, m.Identity, m.Plan, m.Cost)
+		}
+	}
 	if _, local := g.store.(*quota.Memory); local {
-		return g.store.Charge(ctx, identity, plan, cost)
+		return charge(ctx, g.store)
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	return g.store.Charge(ctx, identity, plan, cost)
+	return charge(ctx, g.store)
 }
 
 // call runs f within the time budget, on a context that outlives the
@@ -346,31 +424,39 @@ func (w *responseWriter) Flush() {
 
 // Usage returns a handler that shows callers their usage without charging
 // anything: it identifies the caller and finds its plan as the gate does,
-// peeks at the store within the time budget, writes the quota headers and
-// calls show with the decision. A store that fails is answered as an
-// *UnavailableError: there is nothing to serve unmetered.
+// then serves as ServeUsage.
 func (g *Gate) Usage(show func(w http.ResponseWriter, r *http.Request, d quota.Decision)) http.Handler {
+	g.mustHavePlan("Usage")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		identity, plan, err := g.caller(r)
 		if err != nil {
 			g.onError(w, r, err)
 			return
 		}
-		var d quota.Decision
-		err = g.call(r.Context(), func(ctx context.Context) error {
-			d, err = g.store.Peek(ctx, identity, plan)
-			return err
-		})
-		switch {
-		case errors.Is(err, quota.ErrInvalid):
-			g.onError(w, r, err)
-			return
-		case err != nil:
-			g.observe(r, Event{Kind: EventStoreFailed, Identity: identity, Plan: plan, Err: err})
-			g.onError(w, r, &UnavailableError{Err: err})
-			return
-		}
-		g.writeHeaders(w.Header(), plan, d)
-		show(w, r, d)
+		g.ServeUsage(w, r, identity, plan, show)
 	})
+}
+
+// ServeUsage peeks at identity's usage under plan within the time budget,
+// charging nothing, writes the quota headers and calls show with the
+// decision. A store that fails is answered as an *UnavailableError: there
+// is nothing to serve unmetered.
+func (g *Gate) ServeUsage(w http.ResponseWriter, r *http.Request, identity string, plan quota.Plan, show func(w http.ResponseWriter, r *http.Request, d quota.Decision)) {
+	var d quota.Decision
+	err := g.call(r.Context(), func(ctx context.Context) error {
+		var err error
+		d, err = g.store.Peek(ctx, identity, plan)
+		return err
+	})
+	switch {
+	case errors.Is(err, quota.ErrInvalid):
+		g.onError(w, r, err)
+		return
+	case err != nil:
+		g.observe(r, Event{Kind: EventStoreFailed, Identity: identity, Plan: plan, Err: err})
+		g.onError(w, r, &UnavailableError{Err: err})
+		return
+	}
+	g.writeHeaders(w.Header(), plan, d)
+	show(w, r, d)
 }

@@ -419,8 +419,7 @@ func TestRouters(t *testing.T) {
 // Many servers' worth of concurrent requests through gates sharing one
 // Redis admit exactly what the limit holds, and failures are refunded.
 func TestConcurrentExactnessOverRedis(t *testing.T) {
-	rdb := redis.NewClient(mustRedisOptions(t))
-	t.Cleanup(func() { rdb.Close() })
+	rdb := quotatest.NewClient(t, quotatest.RedisURL(t))
 	prefix := fmt.Sprintf("quotahttptest:%d:", time.Now().UnixNano())
 	plan := mustPlan(t, quota.PerHour(1000))
 	var servers []*httptest.Server
@@ -486,14 +485,6 @@ func TestConcurrentExactnessOverRedis(t *testing.T) {
 	if refunded.Load() == 0 {
 		t.Error("no failed request was refunded")
 	}
-}
-
-func mustRedisOptions(t *testing.T) *redis.Options {
-	o, err := redis.ParseURL(quotatest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o
 }
 
 // closedAddr is a loopback address nothing listens on.

@@ -38,7 +38,7 @@ const (
 	// StatusShadowDenied: shadow mode, and the quota would have refused.
 	StatusShadowDenied Status = "shadow-denied"
 	// StatusRefused: not served, and nothing charged: the quota refused it
-	// (429 a *DeniedError, 422 a *TooCostlyError or a Refuse), or the
+	// (429 a *DeniedError, 422 a *quota.TooCostlyError or a Refuse), or the
 	// store failed under WithFailClosed (503).
 	StatusRefused Status = "refused"
 )
@@ -85,6 +85,11 @@ type metering struct {
 	rw     responseWriter // the handler's writer, allocated with the rest
 	req    http.Request   // the handler's request, allocated with the rest
 	values headerValues   // the first quota headers' values, allocated with the rest
+
+	// onError answers the request's refusals and failures; charge, when
+	// set, is the request's own charge (Request.Charge).
+	onError func(http.ResponseWriter, *http.Request, error)
+	charge  func(context.Context, Store) (quota.Decision, error)
 
 	mu       sync.Mutex
 	refunded bool

@@ -81,7 +81,7 @@ func WithShadow() Option { return func(g *Gate) { g.shadow = true } }
 func WithHeaders(h Headers) Option { return func(g *Gate) { g.headers = h } }
 
 // WithErrorHandler sets how refusals and failures are answered: err is a
-// *DeniedError (429), a *TooCostlyError (422), an *UnavailableError (503
+// *DeniedError (429), a *quota.TooCostlyError (422), an *UnavailableError (503
 // when failing closed), an error of the identity, plan or cost functions,
 // a quota.ErrInvalid (the service priced out of range: 500), or the
 // request context's error when the client went away before the work. The

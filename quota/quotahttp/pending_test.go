@@ -33,9 +33,9 @@ type pendingRig struct {
 
 func newPendingRig(t *testing.T, addr, directAddr string, plan quota.Plan, opts ...quotahttp.Option) *pendingRig {
 	t.Helper()
-	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	client := quotatest.NewClient(t, "redis://"+addr)
 	direct := redis.NewClient(&redis.Options{Addr: directAddr, MaxRetries: -1})
-	t.Cleanup(func() { client.Close(); direct.Close() })
+	t.Cleanup(func() { direct.Close() })
 	prefix := fmt.Sprintf("pendingtest:%d:", time.Now().UnixNano())
 	rig := &pendingRig{plan: plan, direct: quota.NewRedis(direct, quota.WithPrefix(prefix))}
 	opts = append([]quotahttp.Option{quotahttp.WithPlan(plan), quotahttp.WithCost(costHeader),

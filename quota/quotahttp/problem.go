@@ -46,7 +46,7 @@ func NewProblem(status int, code, title, detail string) *Problem {
 //
 //   - *DeniedError: 429 quota-exceeded, or quota-exhausted when the
 //     binding limit is a calendar period (with resets_at);
-//   - *TooCostlyError: 422 cost-exceeds-plan;
+//   - *quota.TooCostlyError: 422 cost-exceeds-plan;
 //   - *UnavailableError: 503 quota-unavailable;
 //   - context.Canceled: 499 client-closed (nobody reads it; logs do);
 //   - an error with an HTTPStatus() int method: that status, code
@@ -55,7 +55,7 @@ func NewProblem(status int, code, title, detail string) *Problem {
 func ProblemFor(err error) *Problem {
 	var (
 		denied    *DeniedError
-		tooCostly *TooCostlyError
+		tooCostly *quota.TooCostlyError
 		down      *UnavailableError
 		status    interface{ HTTPStatus() int }
 	)
@@ -65,7 +65,7 @@ func ProblemFor(err error) *Problem {
 		l := d.BindingLimit()
 		var p *Problem
 		if l.Limit.Period != quota.Sliding {
-			resets := time.Now().Add(d.RetryAfter).UTC().Truncate(time.Second).Format(time.RFC3339)
+			resets := ResetTime(time.Now(), d.RetryAfter)
 			p = NewProblem(http.StatusTooManyRequests, "quota-exhausted", "Quota exhausted",
 				fmt.Sprintf("limit %q of plan %q (%d units a %s) has %d units left; this request costs %d; it starts again at %s",
 					l.Limit.Name, denied.Plan.Name, l.Limit.Max, l.Limit.Period, l.Remaining, denied.Cost, resets))
@@ -100,6 +100,13 @@ func ProblemFor(err error) *Problem {
 	return NewProblem(http.StatusInternalServerError, "internal", "Internal error", "the server failed; the request was not charged")
 }
 
+// ResetTime is when a calendar period that ends after d, from now, starts
+// again, as RFC 3339 in UTC to the second: rounded, since a period ends on
+// a whole second and d is measured from an instant within one.
+func ResetTime(now time.Time, d time.Duration) string {
+	return now.Add(d).UTC().Round(time.Second).Format(time.RFC3339)
+}
+
 func periodOrWindow(l quota.Limit) string {
 	if l.Period != quota.Sliding {
 		return string(l.Period)
@@ -111,11 +118,20 @@ func periodOrWindow(l quota.Limit) string {
 // application/problem+json.
 func WriteProblem(w http.ResponseWriter, _ *http.Request, err error) {
 	p := ProblemFor(err)
-	if p.RetryAfterMS > 0 && w.Header().Get("Retry-After") == "" {
-		w.Header().Set("Retry-After", strconv.FormatInt(ceilDiv(p.RetryAfterMS, 1000), 10))
+	p.Write(w, p)
+}
+
+// Write answers p as application/problem+json, never cached, with
+// Retry-After from RetryAfterMS unless the gate has set it already. body
+// is what is encoded: p, or a problem of the service's that embeds it
+// with members of its own.
+func (p *Problem) Write(w http.ResponseWriter, body any) {
+	h := w.Header()
+	if p.RetryAfterMS > 0 && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", strconv.FormatInt(ceilDiv(p.RetryAfterMS, 1000), 10))
 	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p)
+	_ = json.NewEncoder(w).Encode(body)
 }

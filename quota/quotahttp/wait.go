@@ -117,10 +117,11 @@ func (q *waiters) leave(identity string, w *waiter) {
 // within it (see WithMaxWait). It returns the last decision, how long the
 // request waited and, for a request that gave up waiting, its context's
 // error. The observer is told when it joins the line (EventWaiting).
-func (g *Gate) admit(r *http.Request, identity string, plan quota.Plan, cost int64) (quota.Decision, time.Duration, error) {
+func (g *Gate) admit(r *http.Request, m *metering) (quota.Decision, time.Duration, error) {
 	ctx, q := r.Context(), g.waits
+	identity, plan, cost := m.Identity, m.Plan, m.Cost
 	if q == nil {
-		d, err := g.charge(ctx, identity, plan, cost)
+		d, err := g.charge(ctx, m)
 		return d, 0, err
 	}
 	var d quota.Decision // a denial to wait out, once decided
@@ -128,7 +129,7 @@ func (g *Gate) admit(r *http.Request, identity string, plan quota.Plan, cost int
 	w := q.enter(identity, true) // behind those of the caller who wait
 	if w == nil {
 		var err error
-		if d, err = g.charge(ctx, identity, plan, cost); err != nil || d.Allowed || d.RetryAfter > q.max {
+		if d, err = g.charge(ctx, m); err != nil || d.Allowed || d.RetryAfter > q.max {
 			return d, 0, err
 		}
 		decided = true
@@ -148,13 +149,13 @@ func (g *Gate) admit(r *http.Request, identity string, plan quota.Plan, cost int
 		return quota.Decision{}, time.Since(start), ctx.Err()
 	case <-timer.C:
 		// The wait ran out in the line: charged or refused as it stands.
-		d, err := g.charge(ctx, identity, plan, cost)
+		d, err := g.charge(ctx, m)
 		return d, time.Since(start), err
 	}
 	for {
 		if !decided {
 			var err error
-			if d, err = g.charge(ctx, identity, plan, cost); err != nil || d.Allowed {
+			if d, err = g.charge(ctx, m); err != nil || d.Allowed {
 				return d, time.Since(start), err
 			}
 		}

@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/quotahttp"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // waitRig is a gate with a bounded wait over real Redis, serving one
@@ -30,8 +29,7 @@ type waitRig struct {
 
 func newWaitRig(t *testing.T, plan quota.Plan, opts ...quotahttp.Option) *waitRig {
 	t.Helper()
-	rdb := redis.NewClient(mustRedisOptions(t))
-	t.Cleanup(func() { rdb.Close() })
+	rdb := quotatest.NewClient(t, quotatest.RedisURL(t))
 	rig := &waitRig{
 		store:  quota.NewRedis(rdb, quota.WithPrefix(fmt.Sprintf("quotahttpwait:%d:", time.Now().UnixNano()))),
 		plan:   plan,

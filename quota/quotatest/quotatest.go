@@ -10,8 +10,9 @@
 // prints only "ok" for a package whose tests skipped. TEST_SKIP_MISSING=1
 // skips such tests instead.
 //
-// NewClient builds a client with the options a production client of quota
-// should have, so a test exercises what production runs.
+// NewClient and NewClusterClient build a client with the options a
+// production client of quota should have, so a test exercises what
+// production runs.
 package quotatest
 
 import (
@@ -56,6 +57,16 @@ func NewClient(tb testing.TB, url string) *redis.Client {
 	}
 	opt.MaxRetries, opt.ContextTimeoutEnabled = -1, true
 	c := redis.NewClient(opt)
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// NewClusterClient returns a client of the Redis Cluster at addrs (seed
+// addresses RedisClusterAddrs returns) with the options NewClient sets. It
+// is closed when tb ends.
+func NewClusterClient(tb testing.TB, addrs []string) *redis.ClusterClient {
+	tb.Helper()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1, ContextTimeoutEnabled: true})
 	tb.Cleanup(func() { c.Close() })
 	return c
 }

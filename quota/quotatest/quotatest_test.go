@@ -63,8 +63,7 @@ func TestClusterFromBinaries(t *testing.T) {
 	if len(addrs) != 3 {
 		t.Fatalf("cluster addresses %q, want 3", addrs)
 	}
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	defer c.Close()
+	c := NewClusterClient(t, addrs)
 	ctx := context.Background()
 	info, err := c.ClusterInfo(ctx).Result()
 	if err != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:3") {
@@ -72,6 +71,25 @@ func TestClusterFromBinaries(t *testing.T) {
 	}
 	if err := c.Set(ctx, "quotatest:cluster", "x", time.Minute).Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// NewClient's and NewClusterClient's clients never retry a command and
+// bound every read and write by the context's deadline, as production's.
+// (go-redis keeps a MaxRetries of -1 as 0 retries, and a default as 3.)
+func TestClientOptions(t *testing.T) {
+	s := StartRedisServer(t)
+	c := NewClient(t, s.URL())
+	if o := c.Options(); o.Addr != s.Addr || o.MaxRetries != 0 || !o.ContextTimeoutEnabled {
+		t.Errorf("NewClient: Addr %q, MaxRetries %d, ContextTimeoutEnabled %t; want %q, 0, true",
+			o.Addr, o.MaxRetries, o.ContextTimeoutEnabled, s.Addr)
+	}
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cc := NewClusterClient(t, []string{s.Addr})
+	if o := cc.Options(); o.MaxRetries > 0 || !o.ContextTimeoutEnabled {
+		t.Errorf("NewClusterClient: MaxRetries %d, ContextTimeoutEnabled %t; want none, true", o.MaxRetries, o.ContextTimeoutEnabled)
 	}
 }
 

@@ -52,6 +52,9 @@ func newRedisServer(dir string, extra ...string) (*RedisServer, error) {
 	return s, s.Start()
 }
 
+// URL returns the server's URL, for NewClient.
+func (s *RedisServer) URL() string { return "redis://" + s.Addr + "/0" }
+
 // Start starts the server (again) on its address and waits until it answers.
 func (s *RedisServer) Start() error {
 	s.cmd = exec.Command("redis-server", s.args...)

@@ -26,8 +26,12 @@
 // separate client face that each caller must be written against, it
 // batches on its own schedule, and its full-duplex mode runs hooks after
 // the write; this hook keeps every existing call site, sends a lone caller
-// on the spot, leaves at each caller's deadline, and lets a caller attach
-// companion commands (Attach) to the round trip of its next command.
+// on the spot, and leaves at each caller's deadline.
+//
+// A pipeline a caller builds travels whole, as one member of a batch: its
+// commands stay together in the same round trip. That is how a caller
+// sends companions with a command, explicitly (see quota.Redis.ChargeWith,
+// which sends a tile's cache lookup with its charge).
 package redisbatch
 
 import (
@@ -122,61 +126,68 @@ func (b *Batcher) DialHook(next redis.DialHook) redis.DialHook {
 	}
 }
 
-// ProcessPipelineHook is go-redis's, unchanged: a pipeline a caller
-// builds is already one round trip.
+// ProcessPipelineHook batches a caller's pipeline as one member of a
+// batch, its commands together, when each may travel in one; the
+// batches' own pipelines pass through.
 func (b *Batcher) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if ctx.Value(batchKey{}) != nil {
+			return next(ctx, cmds)
+		}
+		for _, cmd := range cmds {
+			if !batchable(cmd) {
+				return next(ctx, cmds)
+			}
+		}
+		return b.process(ctx, cmds, func() error { return next(ctx, cmds) })
+	}
 }
 
-// ProcessHook sends cmd at once if a round trip may start and nothing
-// waits; otherwise it queues cmd for the next batch.
+// ProcessHook batches cmd.
 func (b *Batcher) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if !batchable(cmd) {
 			return next(ctx, cmd)
 		}
-		att := attachedTo(ctx)
-		b.mu.Lock()
-		if b.inFlight < b.maxInFlight && len(b.queue) == 0 {
-			b.inFlight++
-			b.mu.Unlock()
-			err := b.direct(ctx, next, cmd, att)
-			b.release()
-			return err
-		}
-		c := newCall(ctx, cmd, att)
-		b.queue = append(b.queue, c)
-		start := b.inFlight < b.maxInFlight
-		if start {
-			b.inFlight++
-		}
-		b.mu.Unlock()
-		if start {
-			go b.flush()
-		}
-		return c.wait(ctx)
+		return b.process(ctx, []redis.Cmder{cmd}, func() error { return next(ctx, cmd) })
 	}
 }
 
-// direct sends cmd on the caller's goroutine, with its attached commands
-// if it has any: no copy, no handoff, the client's own deadline handling.
-func (b *Batcher) direct(ctx context.Context, next redis.ProcessHook, cmd redis.Cmder, att *Attached) error {
-	b.trips.Add(1)
-	cmds := att.take()
-	if cmds == nil {
-		b.commands.Add(1)
-		return next(ctx, cmd)
+// process sends cmds at once, with direct (no copy, no handoff, the
+// client's own deadline handling), if a round trip may start and nothing
+// waits; otherwise it queues them for the next batch. It returns the
+// first of their errors.
+func (b *Batcher) process(ctx context.Context, cmds []redis.Cmder, direct func() error) error {
+	b.mu.Lock()
+	if b.inFlight < b.maxInFlight && len(b.queue) == 0 {
+		b.inFlight++
+		b.mu.Unlock()
+		b.trips.Add(1)
+		b.commands.Add(int64(len(cmds)))
+		err := direct()
+		b.release()
+		return err
 	}
-	cmds = append(cmds, cmd)
-	b.commands.Add(int64(len(cmds)))
-	_ = b.exec(ctx, cmds)
-	att.answered.Store(true)
-	return cmd.Err()
+	c := newCall(ctx, cmds)
+	b.queue = append(b.queue, c)
+	start := b.inFlight < b.maxInFlight
+	if start {
+		b.inFlight++
+	}
+	b.mu.Unlock()
+	if start {
+		go b.flush()
+	}
+	return c.wait(ctx)
 }
+
+// batchKey marks the context of a batch's own pipeline.
+type batchKey struct{}
 
 // exec sends cmds as one pipeline; each keeps its own error.
 func (b *Batcher) exec(ctx context.Context, cmds []redis.Cmder) error {
 	p := b.client.Pipeline()
+	ctx = context.WithValue(ctx, batchKey{}, true)
 	for _, c := range cmds {
 		_ = p.Process(ctx, c)
 	}
@@ -275,21 +286,19 @@ const (
 	answered        // its results are in the caller's commands
 )
 
-// call is one queued command and its attached ones. The batch sends
+// call is one queued command, or one caller's pipeline. The batch sends
 // copies, so a caller that leaves at its deadline never has its commands
 // written to after it returned.
 type call struct {
 	ctx    context.Context
-	origs  []redis.Cmder // the attached commands, then the caller's
+	origs  []redis.Cmder // the caller's
 	copies []redis.Cmder // what the batch sends, one for each
-	att    *Attached
 	state  atomic.Int32
 	done   chan struct{}
 }
 
-func newCall(ctx context.Context, cmd redis.Cmder, att *Attached) *call {
-	c := &call{ctx: ctx, att: att, done: make(chan struct{})}
-	c.origs = append(att.take(), cmd)
+func newCall(ctx context.Context, cmds []redis.Cmder) *call {
+	c := &call{ctx: ctx, origs: cmds, done: make(chan struct{})}
 	c.copies = make([]redis.Cmder, len(c.origs))
 	for i, o := range c.origs {
 		c.copies[i] = redis.NewCmd(ctx, o.Args()...)
@@ -308,7 +317,12 @@ func (c *call) wait(ctx context.Context) error {
 		}
 		<-c.done // being answered this moment
 	}
-	return c.origs[len(c.origs)-1].Err()
+	for _, o := range c.origs {
+		if err := o.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // answer copies the batch's results into the caller's commands, unless
@@ -319,9 +333,6 @@ func (c *call) answer() {
 	}
 	for i, o := range c.origs {
 		copyResult(o, c.copies[i].(*redis.Cmd))
-	}
-	if c.att != nil && len(c.origs) > 1 {
-		c.att.answered.Store(true)
 	}
 	close(c.done)
 }
@@ -392,45 +403,4 @@ func text(v any) string {
 		return strconv.FormatFloat(x, 'f', -1, 64)
 	}
 	return ""
-}
-
-// Attached is a set of commands sent in the same round trip as the next
-// command its context carries (see Attach).
-type Attached struct {
-	cmds     []redis.Cmder
-	once     sync.Once
-	answered atomic.Bool
-}
-
-type attachedKey struct{}
-
-// Attach returns a context whose next Redis command, sent through a
-// client Enable made batch, takes cmds along in its round trip (before
-// it, in the same pipeline). Only the first command made with the context
-// takes them. Answered tells afterwards whether their results are in:
-// false when no batching client sent them (another store answered, the
-// call failed before Redis, the caller's time ran out), and the caller
-// then does without or sends them itself.
-func Attach(ctx context.Context, cmds ...redis.Cmder) (context.Context, *Attached) {
-	a := &Attached{cmds: cmds}
-	return context.WithValue(ctx, attachedKey{}, a), a
-}
-
-// Answered reports whether the attached commands went and their results
-// are in them.
-func (a *Attached) Answered() bool { return a.answered.Load() }
-
-// take returns the attached commands the first time, nil after.
-func (a *Attached) take() []redis.Cmder {
-	if a == nil {
-		return nil
-	}
-	var cmds []redis.Cmder
-	a.once.Do(func() { cmds = append(cmds, a.cmds...) })
-	return cmds
-}
-
-func attachedTo(ctx context.Context) *Attached {
-	a, _ := ctx.Value(attachedKey{}).(*Attached)
-	return a
 }

@@ -24,26 +24,19 @@ func prefix(t *testing.T) string {
 	return fmt.Sprintf("redisbatchtest:%d:%s:", time.Now().UnixNano(), t.Name())
 }
 
+// singleNode is a client with production's options of the Redis at addr,
+// or of the shared test server where addr is "".
 func singleNode(t *testing.T, addr string) *redis.Client {
 	t.Helper()
-	opt := &redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true}
 	if addr == "" {
-		var err error
-		if opt, err = redis.ParseURL(quotatest.RedisURL(t)); err != nil {
-			t.Fatal(err)
-		}
-		opt.MaxRetries, opt.ContextTimeoutEnabled = -1, true
+		return quotatest.NewClient(t, quotatest.RedisURL(t))
 	}
-	c := redis.NewClient(opt)
-	t.Cleanup(func() { c.Close() })
-	return c
+	return quotatest.NewClient(t, "redis://"+addr)
 }
 
 func cluster(t *testing.T) *redis.ClusterClient {
 	t.Helper()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: quotatest.RedisClusterAddrs(t), MaxRetries: -1, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
-	return c
+	return quotatest.NewClusterClient(t, quotatest.RedisClusterAddrs(t))
 }
 
 // clients are the deployments every behaviour must hold on.
@@ -133,9 +126,9 @@ type batchable interface {
 }
 
 // A command that fails in a batch fails alone: the others of the same
-// round trip succeed. The bad and good commands are attached to one
-// command, so they are certainly in one pipeline, and the same mix runs
-// from many callers at once.
+// round trip succeed. The bad and good commands are one caller's
+// pipeline, so they are certainly in one round trip, and the same mix
+// runs from many callers at once.
 func TestErrorsStayPerCall(t *testing.T) {
 	ctx := context.Background()
 	for name, c := range clients(t) {
@@ -148,16 +141,20 @@ func TestErrorsStayPerCall(t *testing.T) {
 			bad := redis.NewIntCmd(ctx, "incr", p+"text")
 			good := redis.NewIntCmd(ctx, "incr", p+"n")
 			script := redis.NewCmd(ctx, "eval", "return redis.call('nosuchcommand')", "0")
-			actx, att := redisbatch.Attach(ctx, bad, good, script)
+			other := redis.NewStatusCmd(ctx, "set", p+"other", "v")
+			pipe := c.(batchable).Pipeline()
+			for _, cmd := range []redis.Cmder{bad, good, script, other} {
+				_ = pipe.Process(ctx, cmd)
+			}
 			before := b.Stats()
-			if err := c.Set(actx, p+"other", "v", 0).Err(); err != nil {
-				t.Fatalf("the command carrying a failing one failed: %v", err)
+			if _, err := pipe.Exec(ctx); err == nil {
+				t.Error("a pipeline holding failing commands reported no error")
 			}
 			if got := b.Stats(); got.RoundTrips-before.RoundTrips != 1 || got.Commands-before.Commands != 4 {
 				t.Errorf("four commands: %+v then %+v, want one round trip", before, got)
 			}
-			if !att.Answered() {
-				t.Fatal("the attached commands were not answered")
+			if other.Err() != nil {
+				t.Fatalf("the command beside failing ones failed: %v", other.Err())
 			}
 			if bad.Err() == nil || good.Err() != nil || good.Val() != 1 || script.Err() == nil {
 				t.Errorf("bad: %v; good: %d, %v; script: %v", bad.Err(), good.Val(), good.Err(), script.Err())
@@ -189,8 +186,8 @@ func TestErrorsStayPerCall(t *testing.T) {
 	}
 }
 
-// On a cluster a batch reaches each node its commands belong to: commands
-// of keys on every node, attached to one another, all land.
+// On a cluster a batch reaches each node its commands belong to: a
+// pipeline of commands of keys on every node all land.
 func TestClusterBatchSpansNodes(t *testing.T) {
 	ctx := context.Background()
 	c := cluster(t)
@@ -215,13 +212,16 @@ func TestClusterBatchSpansNodes(t *testing.T) {
 	if len(nodes) < 2 {
 		t.Fatalf("the keys fall on %d node, want several", len(nodes))
 	}
-	actx, att := redisbatch.Attach(ctx, cmds...)
+	pipe := c.Pipeline()
+	for _, cmd := range cmds {
+		_ = pipe.Process(ctx, cmd)
+	}
 	before := b.Stats()
-	if err := c.Get(actx, keys[0]).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.Stats(); got.RoundTrips-before.RoundTrips != 1 || !att.Answered() {
-		t.Errorf("one batch over %d nodes: %+v then %+v, answered %v", len(nodes), before, got, att.Answered())
+	if got := b.Stats(); got.RoundTrips-before.RoundTrips != 1 {
+		t.Errorf("one batch over %d nodes: %+v then %+v", len(nodes), before, got)
 	}
 	for i, k := range keys {
 		if err := cmds[i].Err(); err != nil {

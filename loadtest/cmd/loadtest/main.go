@@ -1,7 +1,7 @@
 // Command loadtest runs tileapi's load scenarios against servers on this
 // machine and reports what happened: a verdict per key on the quota's
 // exactness, and requests per second and latency per route with the quota
-// in Redis and in process. See the README's "Load test" section.
+// in Redis and in process. See docs/testing.md, "The load tool".
 //
 //	go run ./loadtest/cmd/loadtest [-scenario exactness|throughput|all] [flags]
 //	go run ./loadtest/cmd/loadtest -scenario throughput -spatial postgis -database-url URL [-pg-tileserv BIN]
@@ -14,7 +14,7 @@
 // -max-requests. Tables go to stdout (JSON with -json), the progress bar to
 // stderr, plots, results.json and throughput.md (a Markdown table) to -out.
 // It exits 1 if any key failed. loadtest/postgis.sh runs the PostGIS
-// scenario and refreshes the README's table and plots.
+// scenario and refreshes its table in docs/benchmarks.md and the plots.
 package main
 
 import (
@@ -287,7 +287,7 @@ func exactness(ctx context.Context, c config, limits []loadtest.Limit, rdb redis
 // throughput measures a server with its quota in process against one with
 // its quota (and tile cache) in Redis, both on a plan that never denies,
 // and with -pg-tileserv, pg_tileserv on tile misses. It fills rep and
-// writes the plots and throughput.md (the README's table) to c.out.
+// writes the plots and throughput.md (the table of docs/benchmarks.md) to c.out.
 // The plan has one limit of one second: the in-process store sums its whole
 // window on every call, so a long window would slow the baseline as the
 // run fills it, and flatter Redis.

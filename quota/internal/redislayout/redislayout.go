@@ -1,6 +1,7 @@
 // Package redislayout is the layout of a quota.Redis store's keys and log,
-// defined once: package quota writes it (its Lua scripts are rendered with
-// these names), and audits read it back, such as the load tool's exactness
+// defined once: package quota writes it (its Lua scripts run quota's
+// layout.lua first, generated from these constants: each a Lua local of its
+// name here), and audits read it back, such as the load tool's exactness
 // verdict. It is internal because the layout is not part of quota's API: it
 // changes with the scripts, and each change takes a new key version (see
 // LogKey), so a store never reads a log of another layout.
@@ -70,7 +71,11 @@ func (h Header) Field(f int) int64 {
 }
 
 // Window returns field f (Window, Sum, ...) of window i, from 0.
-func (h Header) Window(i, f int) int64 { return h.Field(Shared + Per*i + f) }
+func (h Header) Window(i, f int) int64 { return h.Field(WindowField(i, f)) }
+
+// WindowField returns the header field that holds field f (Window, Sum,
+// ...) of window i, from 0.
+func WindowField(i, f int) int { return Shared + Per*i + f }
 
 // LogKey returns the key of identity's log under prefix. It carries the
 // escaped identity as its hash tag, so keys added beside it share its Redis
