@@ -155,7 +155,9 @@ func TestMemoryConcurrentCallers(t *testing.T) {
 	seen := map[string]map[int64]bool{}
 	var wg sync.WaitGroup
 	for g := range goroutines {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for round := range 2 * max {
 				for i := range identities {
 					id := fmt.Sprint("id-", (i+g+round)%identities)
@@ -178,7 +180,7 @@ func TestMemoryConcurrentCallers(t *testing.T) {
 					mu.Unlock()
 				}
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	for i := range identities {

@@ -24,7 +24,7 @@ type Record struct {
 // load test's check that no window ever held more than its maximum; the
 // quota's decisions never need it.
 func (s *Redis) Records(ctx context.Context, identity string) ([]Record, error) {
-	entries, err := redislayout.Read(ctx, s.client, redislayout.LogKey(s.prefix, identity))
+	entries, err := redislayout.Read(ctx, s.client, s.LogKey(identity))
 	if err != nil {
 		return nil, err
 	}
@@ -34,3 +34,11 @@ func (s *Redis) Records(ctx context.Context, identity string) ([]Record, error) 
 	}
 	return out, nil
 }
+
+// LogKey returns the Redis key of identity's log: the string that holds
+// its charges in the sliding windows, and the key a decision's script
+// runs on. It is for operators, to find an identity in Redis (MEMORY
+// USAGE, OBJECT, a key's slot in a cluster); read the log with Records,
+// not by hand, and clear an identity with Reset, which also deletes its
+// calendar counters, kept in a key beside it (same hash tag).
+func (s *Redis) LogKey(identity string) string { return s.key(identity) }

@@ -391,7 +391,9 @@ func TestConcurrentPeriodExactness(t *testing.T) {
 			var wg sync.WaitGroup
 			for g := range 64 {
 				s := NewRedis(clients[g%len(clients)], WithPrefix(prefix))
-				wg.Go(func() {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
 					for i := range 40 {
 						cost := int64(1 + (g+i)%5)
 						d, err := s.Charge(ctx, "day", plan, cost)
@@ -403,7 +405,7 @@ func TestConcurrentPeriodExactness(t *testing.T) {
 							admitted.Add(cost)
 						}
 					}
-				})
+				}()
 			}
 			wg.Wait()
 			s := NewRedis(clients[0], WithPrefix(prefix))

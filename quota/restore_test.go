@@ -123,7 +123,9 @@ func TestRestoreOnceUnderConcurrency(t *testing.T) {
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 16 {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for range 40 {
 				d, err := servers[g%2].Charge(context.Background(), "k", p, 1)
 				if err != nil {
@@ -134,7 +136,7 @@ func TestRestoreOnceUnderConcurrency(t *testing.T) {
 					admitted.Add(1)
 				}
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	if got := admitted.Load(); got != 300 {

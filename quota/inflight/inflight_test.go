@@ -121,7 +121,9 @@ func TestConcurrentLimit(t *testing.T) {
 			deadline := time.Now().Add(time.Second)
 			for g := range 24 {
 				l := servers[g%len(servers)]
-				wg.Go(func() {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
 					for time.Now().Before(deadline) {
 						lease, denied, err := l.Acquire(ctx, "key:7", max)
 						if err != nil {
@@ -143,7 +145,7 @@ func TestConcurrentLimit(t *testing.T) {
 							return
 						}
 					}
-				})
+				}()
 			}
 			wg.Wait()
 			if p := peak.Load(); p > max || p < max {

@@ -3,22 +3,22 @@ package quotahttp
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
-
-	"github.com/dunglas/httpsfv"
 
 	"github.com/tileapi/tileapi/quota"
 )
 
 // A calendar limit's w is the length of the period it is in, in the plan's
 // time zone (a day of 23 or 25 hours where the clocks change, a month of
-// 28 to 31 days), so that t, the seconds left of it, is never more than w;
-// both fields stay Structured Field Values lists, as an independent parser
-// reads them. The instants run in order through one gate, so a policy
-// cached in one period is not kept into the next, and each through a gate
-// of its own; one gate's clock runs a little ahead of the store's across
-// the end of a month.
+// 28 to 31 days), so that t, the seconds left of it, is never more than w.
+// The instants run in order through one gate, so a policy cached in one
+// period is not kept into the next, and each through a gate of its own;
+// one gate's clock runs a little ahead of the store's across the end of a
+// month. (tileapi's internal/interop reads the headers with a Structured
+// Field Values parser, on the wall clock.)
 func TestPeriodWindows(t *testing.T) {
 	paris, err := time.LoadLocation("Europe/Paris")
 	if err != nil {
@@ -63,8 +63,8 @@ func TestPeriodWindows(t *testing.T) {
 			for _, g := range []*Gate{shared, own} {
 				w := httptest.NewRecorder()
 				g.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
-				policy := sfvParams(t, w.Header().Values("RateLimit-Policy"), "q", "w")
-				state := sfvParams(t, w.Header().Values("RateLimit"), "r", "t")
+				policy := limitParams(t, w.Header().Values("RateLimit-Policy"), "q", "w")
+				state := limitParams(t, w.Header().Values("RateLimit"), "r", "t")
 				want := map[string]int64{"burst": 5, "day": c.day, "month": c.month}
 				for name, wantW := range want {
 					if got := policy[name]["w"]; got != wantW {
@@ -84,28 +84,28 @@ func TestPeriodWindows(t *testing.T) {
 	}
 }
 
-// sfvParams parses values as a Structured Field Values list of items, each
-// a string (a policy's name) with the integer parameters keys, and returns
-// them by name.
-func sfvParams(t *testing.T, values []string, keys ...string) map[string]map[string]int64 {
+// limitParams reads a RateLimit-Policy or RateLimit header as the gate
+// writes it, members `"name";k=v;...` joined by ", " with exactly the
+// integer parameters keys in that order, and returns them by name. That
+// the headers are Structured Field Values lists as an independent parser
+// reads them is tested in tileapi's internal/interop, as this module
+// requires no parser.
+func limitParams(t *testing.T, values []string, keys ...string) map[string]map[string]int64 {
 	t.Helper()
-	list, err := httpsfv.UnmarshalList(values)
-	if err != nil {
-		t.Fatalf("%q is not a Structured Field Values list: %v", values, err)
-	}
-	out := make(map[string]map[string]int64, len(list))
-	for _, m := range list {
-		item, ok := m.(httpsfv.Item)
-		name, isString := item.Value.(string)
-		if !ok || !isString {
-			t.Fatalf("%q: member %v is not an item named by a string", values, m)
+	out := map[string]map[string]int64{}
+	for _, member := range strings.Split(strings.Join(values, ", "), ", ") {
+		quoted, params, _ := strings.Cut(member, ";")
+		name, err := strconv.Unquote(quoted)
+		fields := strings.Split(params, ";")
+		if err != nil || len(fields) != len(keys) {
+			t.Fatalf("%q: member %q is not a quoted name with %d parameters", values, member, len(keys))
 		}
 		out[name] = make(map[string]int64, len(keys))
-		for _, k := range keys {
-			v, _ := item.Params.Get(k)
-			n, ok := v.(int64)
-			if !ok {
-				t.Fatalf("%q: %s of %q is %v, not an integer", values, k, name, v)
+		for i, f := range fields {
+			k, v, _ := strings.Cut(f, "=")
+			n, err := strconv.ParseInt(v, 10, 64)
+			if k != keys[i] || err != nil {
+				t.Fatalf("%q: parameter %q of %q, want %s=<integer>", values, f, name, keys[i])
 			}
 			out[name][k] = n
 		}

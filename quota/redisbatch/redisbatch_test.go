@@ -80,7 +80,9 @@ func TestConcurrentCallersCoalesce(t *testing.T) {
 			var mu sync.Mutex
 			var wg sync.WaitGroup
 			for g := range callers {
-				wg.Go(func() {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
 					for i := range each {
 						k := (g + i) % keys
 						n, err := c.Incr(ctx, p+"{"+strconv.Itoa(k)+"}").Result()
@@ -95,7 +97,7 @@ func TestConcurrentCallersCoalesce(t *testing.T) {
 						seen[k][n] = true
 						mu.Unlock()
 					}
-				})
+				}()
 			}
 			wg.Wait()
 			var total int64
@@ -160,7 +162,9 @@ func TestErrorsStayPerCall(t *testing.T) {
 
 			var wg sync.WaitGroup
 			for g := range 100 {
-				wg.Go(func() {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
 					var err error
 					if g%2 == 0 {
 						err = c.Incr(ctx, p+"text").Err()
@@ -172,7 +176,7 @@ func TestErrorsStayPerCall(t *testing.T) {
 					if err = c.Incr(ctx, p+"m").Err(); err != nil {
 						t.Errorf("incr beside failing ones: %v", err)
 					}
-				})
+				}()
 			}
 			wg.Wait()
 			if n, err := c.Get(ctx, p+"m").Int(); n != 50 || err != nil {
@@ -258,7 +262,9 @@ func TestCallersKeepTheirDeadline(t *testing.T) {
 			fault.apply(proxy)
 			var wg sync.WaitGroup
 			for range 50 {
-				wg.Go(func() {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
 					ctx, cancel := context.WithTimeout(context.Background(), budget)
 					defer cancel()
 					start := time.Now()
@@ -269,7 +275,7 @@ func TestCallersKeepTheirDeadline(t *testing.T) {
 					if err == nil {
 						t.Errorf("a call to a %s Redis succeeded", fault.name)
 					}
-				})
+				}()
 			}
 			wg.Wait()
 		})

@@ -1,4 +1,4 @@
-package quotahttp_test
+package enginebench
 
 import (
 	"net"
@@ -20,16 +20,14 @@ import (
 // middleware keyed by the client address (what its deprecated LimitByIP
 // does, spelled out) on the same handler, in the same run:
 //
-//	go test ./quotahttp -run '^$' -bench Middleware -benchmem -count 10 -cpu 1 | tee mw.txt
+//	go test ./internal/enginebench -run '^$' -bench Middleware -benchmem -count 10 -cpu 1 | tee mw.txt
 //	benchstat -col /impl mw.txt
 //
 // Requests come from 1,000 client addresses, under a limit they never
 // reach, so every request is admitted and charged; both limiters write
 // their headers (httprate its X-RateLimit-*, the gate every group).
-// benchPerSecond is the limit of both: a million a second, never reached
-// by a thousand addresses (as in quota's BenchmarkDecision).
-const benchPerSecond = 1_000_000
-
+// benchPerSecond is the limit of both, never reached by a thousand
+// addresses.
 func BenchmarkMiddleware(b *testing.B) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	plan, err := quota.NewPlan("bench", quota.PerSecond(benchPerSecond))

@@ -1,10 +1,10 @@
 // Command scriptcost counts the instructions Redis executes per quota
-// decision, for tileapi's charge script (one and two limits) and for
+// decision, for quota's charge script (one and two limits) and for
 // go-redis/redis_rate's AllowN, by running redis-server under Valgrind's
 // callgrind. Unlike a timed benchmark the counts barely move from run to
 // run, so they show what a change to charge.lua costs Redis.
 //
-//	go run ./quota/cmd/scriptcost [-redis-server redis-server] [-n 3000]
+//	go run ./cmd/scriptcost [-redis-server redis-server] [-n 3000]
 //
 // It needs valgrind (apt-get install valgrind) and starts its own
 // redis-server on a free loopback port. Under callgrind a decision takes
@@ -34,7 +34,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tileapi/tileapi/quota"
-	"github.com/tileapi/tileapi/quota/internal/redislayout"
 )
 
 func main() {
@@ -45,7 +44,7 @@ func main() {
 }
 
 // limit is the units a second of every plan: never reached, and large
-// enough that redis_rate records each decision (see the quota benchmark).
+// enough that redis_rate records each decision (see internal/enginebench).
 const limit = 1_000_000
 
 // prefix starts the quota keys of the run.
@@ -217,7 +216,7 @@ func breakDown(ctx context.Context, rs *redisUnderCallgrind, store *quota.Redis,
 		call  func(id string) ([]string, []any)
 	}{
 		{"tileapi", tileapiSteps, func(id string) ([]string, []any) {
-			return []string{redislayout.LogKey(prefix, id)}, []any{strings.Repeat("\x00", 96), ">dddddddddddd", ">I3I3", "2000"}
+			return []string{store.LogKey(id)}, []any{strings.Repeat("\x00", 96), ">dddddddddddd", ">I3I3", "2000"}
 		}},
 		{"redis_rate", rateSteps, func(id string) ([]string, []any) {
 			return []string{"rate:scriptcost:" + id}, []any{limit, limit, 1, 1}
