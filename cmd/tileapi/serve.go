@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -252,108 +253,172 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		PublicURL: c.publicURL, Logger: log, UnknownKeys: c.unknownKeys,
 		TrustedProxies: c.proxies, AllowedOrigins: c.origins, AnonymousIPv6Prefix: c.anonymousIPv6Prefix,
 	}
-	reserve := fdReserve // the descriptors the process needs besides its clients'
+	o := &opened{reserve: fdReserve}
+	defer o.close()
+	rdb, err := openQuota(ctx, c, &cfg, o, log)
+	if err != nil {
+		return err
+	}
+	if err := openTileCache(ctx, c, &cfg, o, log); err != nil {
+		return err
+	}
+	store, err := openData(ctx, c, &cfg, rdb, o, log)
+	if err != nil {
+		return err
+	}
+	if err := openKeys(ctx, c, &cfg, store, demo, stdout, log); err != nil {
+		return err
+	}
 
-	// The quota and the tile cache: Redis, or this process.
-	var rdb redis.UniversalClient
+	srv, err := httpapi.NewServer(cfg)
+	if err != nil {
+		return err
+	}
+	conns, err := connCap(c.maxConns, o.reserve)
+	if err != nil {
+		return err
+	}
+	if c.pprofAddr != "" {
+		if err := servePprof(ctx, c.pprofAddr, log); err != nil {
+			return err
+		}
+	}
+	return serveListeners(ctx, c, srv, conns, log)
+}
+
+// opened is what serve has opened: closed last first when it returns, and
+// the file descriptors the process needs besides its clients' (reserve).
+type opened struct {
+	closers []func()
+	reserve int
+}
+
+func (o *opened) onClose(f func()) { o.closers = append(o.closers, f) }
+
+func (o *opened) close() {
+	for _, f := range slices.Backward(o.closers) {
+		f()
+	}
+}
+
+// keyStore is where the keys live: PostgreSQL, or memory.
+type keyStore interface {
+	httpapi.KeyAdmin
+	Add(ctx context.Context, name, plan, secret string) (keys.Key, error)
+	Lookup(ctx context.Context, hash []byte) (keys.Key, error)
+	Changed(ctx context.Context, since time.Time) ([]keys.Entry, error)
+}
+
+// openQuota sets the quota, the in-flight slots and the tile cache: in
+// REDIS_URL, whose client it returns, or in this process (nil).
+func openQuota(ctx context.Context, c serveConfig, cfg *httpapi.Config, o *opened, log *slog.Logger) (redis.UniversalClient, error) {
 	if c.redisURL == "" {
 		cfg.Quota = quota.NewMemory(nil)
 		cfg.InFlight = inflight.NewMemory()
 		cfg.TileCache = tilecache.NewMemory(256<<20, c.tileCacheTTL)
 		log.Warn("no REDIS_URL: quotas are held in this process and hold per process only; run one process, or set REDIS_URL")
-	} else {
-		if rdb, err = openBatchedRedis("REDIS_URL", c.redisURL, c.redisBatch); err != nil {
-			return err
-		}
-		defer rdb.Close()
-		reserve += redisConns(rdb)
-		if err := pingRedis(ctx, rdb); err != nil {
-			if c.requireRedis {
-				return fmt.Errorf("REDIS_URL does not answer (-require-redis): %w", err)
-			}
-			unmetered := "requests are served UNMETERED until it answers"
-			if cfg.FailClosed {
-				unmetered = "metered requests are refused (503) until it answers"
-			}
-			log.Error("REDIS_URL does not answer at startup: "+unmetered+"; see /readyz, or set TILEAPI_REQUIRE_REDIS=1 to refuse to start", "err", err)
-		} else if err := checkEviction(ctx, rdb, c.allowEvictingRedis, log); err != nil {
-			return err
-		}
-		cfg.Quota = quota.NewRedis(rdb, quota.WithPrefix(c.redisPrefix+"q:"))
-		cfg.InFlight = inflight.NewRedis(rdb, inflight.WithLease(c.inFlightLease), inflight.WithPrefix(c.redisPrefix+"f:"))
-		cfg.TileCache = tilecache.NewRedis(rdb, c.redisPrefix+"tile:", c.tileCacheTTL)
-		cfg.Ready = append(cfg.Ready, httpapi.Check{
-			Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-			Optional: !cfg.FailClosed, // fail-open still serves without it
-			// A Redis slower than the quota's budget fails every call.
-			Timeout: c.quotaTimeout,
-		})
+		return nil, nil
 	}
-	if c.tileCacheRedisURL != "" {
-		// Tiles in a Redis of their own, which may evict; quotas stay in
-		// REDIS_URL (or this process).
-		cache, err := openBatchedRedis("TILEAPI_TILE_CACHE_REDIS_URL", c.tileCacheRedisURL, c.redisBatch)
-		if err != nil {
-			return err
-		}
-		defer cache.Close()
-		reserve += redisConns(cache)
-		if err := pingRedis(ctx, cache); err != nil {
-			log.Error("TILEAPI_TILE_CACHE_REDIS_URL does not answer at startup: every tile is a miss until it answers", "err", err)
-		}
-		cfg.TileCache = apartCache{tilecache.NewRedis(cache, c.redisPrefix+"tile:", c.tileCacheTTL)}
-		cfg.Ready = append(cfg.Ready, httpapi.Check{
-			Name: "tile-cache", Ping: func(ctx context.Context) error { return cache.Ping(ctx).Err() },
-			Optional: true, // a tile cache that fails is a miss
-			Timeout:  c.quotaTimeout,
-		})
+	rdb, err := openBatchedRedis("REDIS_URL", c.redisURL, c.redisBatch)
+	if err != nil {
+		return nil, err
 	}
+	o.onClose(func() { rdb.Close() })
+	o.reserve += redisConns(rdb)
+	if err := pingRedis(ctx, rdb); err != nil {
+		if c.requireRedis {
+			return nil, fmt.Errorf("REDIS_URL does not answer (-require-redis): %w", err)
+		}
+		unmetered := "requests are served UNMETERED until it answers"
+		if cfg.FailClosed {
+			unmetered = "metered requests are refused (503) until it answers"
+		}
+		log.Error("REDIS_URL does not answer at startup: "+unmetered+"; see /readyz, or set TILEAPI_REQUIRE_REDIS=1 to refuse to start", "err", err)
+	} else if err := checkEviction(ctx, rdb, c.allowEvictingRedis, log); err != nil {
+		return nil, err
+	}
+	cfg.Quota = quota.NewRedis(rdb, quota.WithPrefix(c.redisPrefix+"q:"))
+	cfg.InFlight = inflight.NewRedis(rdb, inflight.WithLease(c.inFlightLease), inflight.WithPrefix(c.redisPrefix+"f:"))
+	cfg.TileCache = tilecache.NewRedis(rdb, c.redisPrefix+"tile:", c.tileCacheTTL)
+	cfg.Ready = append(cfg.Ready, httpapi.Check{
+		Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		Optional: !cfg.FailClosed, // fail-open still serves without it
+		// A Redis slower than the quota's budget fails every call.
+		Timeout: c.quotaTimeout,
+	})
+	return rdb, nil
+}
 
-	// The spatial backend and the keys: PostGIS, or memory.
-	var store interface {
-		httpapi.KeyAdmin
-		Add(ctx context.Context, name, plan, secret string) (keys.Key, error)
-		Lookup(ctx context.Context, hash []byte) (keys.Key, error)
-		Changed(ctx context.Context, since time.Time) ([]keys.Entry, error)
+// openTileCache moves the tile cache to a Redis of its own, which may
+// evict, where TILEAPI_TILE_CACHE_REDIS_URL names one; quotas stay in
+// REDIS_URL (or this process).
+func openTileCache(ctx context.Context, c serveConfig, cfg *httpapi.Config, o *opened, log *slog.Logger) error {
+	if c.tileCacheRedisURL == "" {
+		return nil
 	}
+	cache, err := openBatchedRedis("TILEAPI_TILE_CACHE_REDIS_URL", c.tileCacheRedisURL, c.redisBatch)
+	if err != nil {
+		return err
+	}
+	o.onClose(func() { cache.Close() })
+	o.reserve += redisConns(cache)
+	if err := pingRedis(ctx, cache); err != nil {
+		log.Error("TILEAPI_TILE_CACHE_REDIS_URL does not answer at startup: every tile is a miss until it answers", "err", err)
+	}
+	cfg.TileCache = apartCache{tilecache.NewRedis(cache, c.redisPrefix+"tile:", c.tileCacheTTL)}
+	cfg.Ready = append(cfg.Ready, httpapi.Check{
+		Name: "tile-cache", Ping: func(ctx context.Context) error { return cache.Ping(ctx).Err() },
+		Optional: true, // a tile cache that fails is a miss
+		Timeout:  c.quotaTimeout,
+	})
+	return nil
+}
+
+// openData sets the spatial backend and returns the key store: PostGIS
+// and PostgreSQL, or the bundled dataset and keys in memory. With both
+// PostgreSQL and Redis (rdb), what customers buy by the day or month
+// survives losing Redis: every charge is written to the ledger, and a
+// counter Redis lost is restored from it.
+func openData(ctx context.Context, c serveConfig, cfg *httpapi.Config, rdb redis.UniversalClient, o *opened, log *slog.Logger) (keyStore, error) {
 	if c.databaseURL == "" {
 		start := time.Now()
 		d, err := dataset.Load()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		cfg.Geofence, cfg.Tiles = geofence.NewMemory(d), tiles.NewMemory(d)
 		cfg.DataVersion = "embedded"
-		store = keys.NewMemory()
 		log.Info("no DATABASE_URL: serving the bundled dataset from memory; keys live in memory",
 			"places", len(d.Places), "fences", len(d.Fences), "load_time", time.Since(start).Round(time.Millisecond))
-	} else {
-		pool, err := openPool(ctx, c.databaseURL, c.dbMaxConns)
-		if err != nil {
-			return err
-		}
-		defer pool.Close()
-		reserve += c.dbMaxConns
-		cfg.Geofence, cfg.Tiles = geofence.NewPostGIS(pool, c.queryTimeout), tiles.NewPostGIS(pool, c.queryTimeout)
-		if cfg.DataVersion, err = seed.Version(ctx, pool); err != nil {
-			return err
-		}
-		store = keys.NewPostgres(pool)
-		cfg.Ready = append(cfg.Ready, httpapi.Check{Name: "database", Ping: pool.Ping})
-		if rdb != nil {
-			// What customers buy by the day or month survives losing Redis:
-			// every charge is written to the ledger, and a counter Redis lost
-			// is restored from it.
-			led := ledger.New(pool, ledger.Options{FlushEvery: c.ledgerFlush, Logger: log})
-			counters := quota.NewRedis(rdb, quota.WithPrefix(c.redisPrefix+"q:"), quota.WithPeriodSource(led))
-			led.RaiseIn(counters)
-			cfg.Quota = led.Store(counters)
-			lctx, stopLedger := context.WithCancel(ctx)
-			flushed := make(chan struct{})
-			go func() { led.Run(lctx); close(flushed) }()
-			defer func() { stopLedger(); <-flushed }() // the last write, before the pool closes
-		}
+		return keys.NewMemory(), nil
 	}
+	pool, err := openPool(ctx, c.databaseURL, c.dbMaxConns)
+	if err != nil {
+		return nil, err
+	}
+	o.onClose(pool.Close)
+	o.reserve += c.dbMaxConns
+	cfg.Geofence, cfg.Tiles = geofence.NewPostGIS(pool, c.queryTimeout), tiles.NewPostGIS(pool, c.queryTimeout)
+	if cfg.DataVersion, err = seed.Version(ctx, pool); err != nil {
+		return nil, err
+	}
+	cfg.Ready = append(cfg.Ready, httpapi.Check{Name: "database", Ping: pool.Ping})
+	if rdb != nil {
+		led := ledger.New(pool, ledger.Options{FlushEvery: c.ledgerFlush, Logger: log})
+		counters := quota.NewRedis(rdb, quota.WithPrefix(c.redisPrefix+"q:"), quota.WithPeriodSource(led))
+		led.RaiseIn(counters)
+		cfg.Quota = led.Store(counters)
+		lctx, stopLedger := context.WithCancel(ctx)
+		flushed := make(chan struct{})
+		go func() { led.Run(lctx); close(flushed) }()
+		o.onClose(func() { stopLedger(); <-flushed }) // the last write, before the pool closes
+	}
+	return keys.NewPostgres(pool), nil
+}
+
+// openKeys adds the demo keys to store and sets the key index that
+// requests are answered from, refreshed in the background.
+func openKeys(ctx context.Context, c serveConfig, cfg *httpapi.Config, store keyStore, demo []demoKey, stdout io.Writer, log *slog.Logger) error {
 	cfg.KeyAdmin = store
 	if err := addDemoKeys(ctx, store, demo, stdout); err != nil {
 		return err
@@ -368,24 +433,15 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if len(demo) > 0 {
 		cfg.DemoKey = demo[0].secret // prefilled in the demo page
 	}
+	return nil
+}
 
-	srv, err := httpapi.NewServer(cfg)
-	if err != nil {
-		return err
-	}
-	conns, err := connCap(c.maxConns, reserve)
-	if err != nil {
-		return err
-	}
-	if c.pprofAddr != "" {
-		if err := servePprof(ctx, c.pprofAddr, log); err != nil {
-			return err
-		}
-	}
+// serveListeners serves the public listener and the admin one until ctx
+// ends or either fails: then both stop.
+func serveListeners(ctx context.Context, c serveConfig, srv *httpapi.Server, conns int, log *slog.Logger) error {
 	if c.adminOnPublic {
 		log.Warn("the admin API is served on the public listener too (TILEAPI_ADMIN_ON_PUBLIC)")
 	}
-	// The public listener and the admin one: when either fails, both stop.
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	adminDone := make(chan error, 1)
@@ -401,7 +457,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			adminDone <- err
 		}()
 	}
-	err = listenAndServe(sctx, "public", c.addr, conns, srv, log)
+	err := listenAndServe(sctx, "public", c.addr, conns, srv, log)
 	stop()
 	return errors.Join(err, <-adminDone)
 }
