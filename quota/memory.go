@@ -112,19 +112,18 @@ func (m *Memory) Peek(_ context.Context, identity string, plan Plan) (Decision, 
 
 func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decision {
 	clock := m.now()
-	now := clock.UnixMicro()
 	s := m.shard(identity)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sweep(now)
+	s.sweep(clock.UnixMicro())
 
 	lg, known := s.logs[identity]
 	if !known {
 		lg = &memLog{}
 	}
 	// Time never runs back, as in the Redis script.
-	lg.last = max(lg.last, now)
-	now = lg.last
+	lg.last = max(lg.last, clock.UnixMicro())
+	now := lg.last
 	// The usage of up to 8 limits is kept on the stack.
 	var rawArr [8]limitUsage
 	raw := rawArr[:]
@@ -132,56 +131,17 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 		raw = make([]limitUsage, len(plan.Limits))
 	}
 	raw = raw[:len(plan.Limits)]
-	allowed := true
 	sliding, periods := plan.split()
-	// What has left the plan's history (its longest window, or longer) has
-	// left every window of every plan the identity is charged under:
-	// dropped first. What remains may reach beyond this plan's windows;
-	// each starts where its cursor finds it.
 	keep := plan.keep().Microseconds()
-	lg.trim(now - keep)
-	for _, i := range sliding {
-		l := plan.Limits[i]
-		w := l.Window.Microseconds()
-		in := 0
-		if w < keep {
-			in = lg.windowStart(w, now-w)
-		}
-		raw[i] = lg.usage(in, cost-l.Max, w)
-		allowed = allowed && raw[i].used+cost <= l.Max
-	}
-	counts := make([]memCounter, len(periods))
-	for k, i := range periods {
-		l := plan.Limits[i]
-		start, end := l.Period.spanAt(clock, plan.location()).pick(now)
-		counts[k] = memCounter{start: start, end: end}
-		if c, ok := s.counters[identity][l.Name]; ok && c.start == start {
-			counts[k].used = c.used
-		}
-		allowed = allowed && counts[k].used+cost <= l.Max
-	}
 
+	fits := lg.measure(plan, sliding, keep, now, cost, raw)
+	counts, countsFit := s.periodCounts(identity, plan, periods, clock, now, cost)
+	allowed := fits && countsFit
 	index := int64(-1)
 	admitted := allowed && record
 	if admitted {
-		index = lg.first + int64(len(lg.entries))
-		lg.push(memEntry{at: now, cost: cost, cum: lg.total() + cost}) // time never runs back: still in order
-		lg.expires = now + keep
-		for _, i := range sliding {
-			// The new entry is in every window; it is the oldest only of an
-			// empty one.
-			raw[i].used += cost
-			if raw[i].oldest < 0 {
-				raw[i].oldest = now
-			}
-		}
-		if len(periods) > 0 && s.counters[identity] == nil {
-			s.counters[identity] = make(map[string]memCounter)
-		}
-		for k, i := range periods {
-			counts[k].used += cost
-			s.counters[identity][plan.Limits[i].Name] = counts[k]
-		}
+		index = lg.admit(plan, sliding, keep, now, cost, raw)
+		s.countPeriods(identity, plan, periods, counts, cost)
 	}
 	marks := newPeriodMarks(len(periods))
 	for k, i := range periods {
@@ -195,6 +155,73 @@ func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decisi
 		s.logs[identity] = lg
 	}
 	return decide(identity, plan, cost, allowed, now, index, raw, marks)
+}
+
+// measure fills raw with the usage of each sliding window of plan at now
+// and reports whether cost fits in all of them. What has left the plan's
+// history (keep: its longest window, or longer) has left every window of
+// every plan the identity is charged under: dropped first. What remains
+// may reach beyond this plan's windows; each starts where its cursor
+// finds it.
+func (lg *memLog) measure(plan Plan, sliding []int, keep, now, cost int64, raw []limitUsage) bool {
+	lg.trim(now - keep)
+	fits := true
+	for _, i := range sliding {
+		l := plan.Limits[i]
+		w := l.Window.Microseconds()
+		in := 0
+		if w < keep {
+			in = lg.windowStart(w, now-w)
+		}
+		raw[i] = lg.usage(in, cost-l.Max, w)
+		fits = fits && raw[i].used+cost <= l.Max
+	}
+	return fits
+}
+
+// admit records a charge of cost at now, in every window of raw, and
+// returns its index.
+func (lg *memLog) admit(plan Plan, sliding []int, keep, now, cost int64, raw []limitUsage) int64 {
+	index := lg.first + int64(len(lg.entries))
+	lg.push(memEntry{at: now, cost: cost, cum: lg.total() + cost}) // time never runs back: still in order
+	lg.expires = now + keep
+	for _, i := range sliding {
+		// The new entry is in every window; it is the oldest only of an
+		// empty one.
+		raw[i].used += cost
+		if raw[i].oldest < 0 {
+			raw[i].oldest = now
+		}
+	}
+	return index
+}
+
+// periodCounts returns identity's counter of each calendar period of plan
+// at now (clock, in the plan's time zone), and whether cost fits in all.
+func (s *memShard) periodCounts(identity string, plan Plan, periods []int, clock time.Time, now, cost int64) ([]memCounter, bool) {
+	counts := make([]memCounter, len(periods))
+	fits := true
+	for k, i := range periods {
+		l := plan.Limits[i]
+		start, end := l.Period.spanAt(clock, plan.location()).pick(now)
+		counts[k] = memCounter{start: start, end: end}
+		if c, ok := s.counters[identity][l.Name]; ok && c.start == start {
+			counts[k].used = c.used
+		}
+		fits = fits && counts[k].used+cost <= l.Max
+	}
+	return counts, fits
+}
+
+// countPeriods adds cost to each of identity's period counters.
+func (s *memShard) countPeriods(identity string, plan Plan, periods []int, counts []memCounter, cost int64) {
+	if len(periods) > 0 && s.counters[identity] == nil {
+		s.counters[identity] = make(map[string]memCounter)
+	}
+	for k, i := range periods {
+		counts[k].used += cost
+		s.counters[identity][plan.Limits[i].Name] = counts[k]
+	}
 }
 
 // usage measures the window of length w that holds the entries from index
