@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +24,7 @@ import (
 	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
-func TestMain(m *testing.M) { quotatest.Main(m) }
+func TestMain(m *testing.M) { os.Exit(quotatest.Main(m)) }
 
 // epoch is where test clocks start.
 var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
