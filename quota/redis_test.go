@@ -240,6 +240,94 @@ func TestLateChargeAnswersErrLate(t *testing.T) {
 	}
 }
 
+// holdScripts is a client hook that, once armed, stops the next script
+// call on its way out, after the store has built its arguments and before
+// it is sent, until released.
+type holdScripts struct {
+	armed   atomic.Bool
+	held    chan time.Time // when the call was stopped, by this process's clock
+	release chan struct{}
+}
+
+func (h *holdScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && h.armed.CompareAndSwap(true, false) {
+			h.held <- time.Now()
+			<-h.release
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A charge is timed by Redis's TIME when the script runs, not by the
+// caller's clock: here the call is held on its way out, after the store
+// built it, until Redis's clock has passed the moment it was held; the
+// receipt's At and the log's record are then no earlier than Redis's
+// time at the release, and no later than its time after the reply.
+// Anything the caller's clock read was earlier than both.
+func TestChargeTakesRedisTime(t *testing.T) {
+	ctx := context.Background()
+	srv := quotatest.StartRedisServer(t) // on this machine: its clock and the caller's agree
+	c := quotatest.NewClient(t, "redis://"+srv.Addr)
+	hold := &holdScripts{held: make(chan time.Time, 1), release: make(chan struct{})}
+	c.AddHook(hold)
+	s := NewRedis(c, WithPrefix(testPrefix(t)))
+	p := mustPlan(t, "time", PerMinute(10))
+	charge(t, s, "t", p, 1) // loads the script: the held call is an EVALSHA that runs
+
+	redisTime := func() time.Time {
+		t.Helper()
+		now, err := c.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now
+	}
+	hold.armed.Store(true)
+	type result struct {
+		d   Decision
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		d, err := s.Charge(ctx, "t", p, 2)
+		done <- result{d, err}
+	}()
+	heldAt := <-hold.held
+	var released time.Time
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if released = redisTime(); released.Sub(heldAt) > time.Millisecond {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Redis's clock reads %v, still not past %v when the call was held", released, heldAt)
+		}
+	}
+	close(hold.release)
+	res := <-done
+	after := redisTime()
+	if res.err != nil || !res.d.Allowed {
+		t.Fatalf("charge: %+v, %v", res.d, res.err)
+	}
+	if at := res.d.Receipt.At(); at.Before(released.Truncate(time.Microsecond)) || at.After(after) {
+		t.Errorf("receipt at %v: want Redis's time when the script ran, in [%v, %v]; the call was built before %v",
+			at, released, after, heldAt)
+	}
+	rs, err := s.Records(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[1].Cost != 2 || !rs[1].At.Equal(res.d.Receipt.At()) {
+		t.Errorf("records %+v: want the second at %v, the receipt's time", rs, res.d.Receipt.At())
+	}
+}
+
 // A SCRIPT FLUSH (as after a failover) must not fail a single call: EVALSHA
 // falls back to EVAL on NOSCRIPT.
 func TestNoScriptRecovery(t *testing.T) {
