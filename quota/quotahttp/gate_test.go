@@ -105,20 +105,42 @@ func TestAdmitsWhatFitsAndRefusesTheRest(t *testing.T) {
 	}
 }
 
+// A cost no state of the plan admits is a 422, charged nothing, with no
+// Retry-After: no wait would admit it, not even once the limits are
+// spent and a smaller cost is told when to come back.
 func TestTooCostlyIsRefusedUncharged(t *testing.T) {
 	store, _ := fixedStore()
 	plan := mustPlan(t, quota.PerMinute(100), quota.Limit{Name: "burst", Max: 5, Window: time.Second})
 	h := quotahttp.New(store, quotahttp.WithPlan(plan), quotahttp.WithCost(costHeader)).Handler(
-		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("served a request over the plan") }))
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, request(6))
-	var p quotahttp.Problem
-	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || w.Code != 422 || p.Code != "cost-exceeds-plan" || p.MaxCost != 5 || p.Limit != "burst" {
-		t.Errorf("status %d, body %s", w.Code, w.Body)
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("X-Cost") == "6" {
+				t.Error("served a request over the plan")
+			}
+		}))
+	tooCostly := func(when string) {
+		t.Helper()
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, request(6))
+		var p quotahttp.Problem
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || w.Code != 422 || p.Code != "cost-exceeds-plan" || p.MaxCost != 5 || p.Limit != "burst" {
+			t.Errorf("%s: status %d, body %s", when, w.Code, w.Body)
+		}
+		if ra := w.Header().Values("Retry-After"); len(ra) != 0 || p.RetryAfterMS != 0 {
+			t.Errorf("%s: a 422 with Retry-After %q, retry_after_ms %d; want neither", when, ra, p.RetryAfterMS)
+		}
 	}
+	tooCostly("with the limits unused")
 	if u := used(t, store, "192.0.2.7", plan); u != 0 {
 		t.Errorf("used %d, want 0", u)
 	}
+	for _, want := range []int{200, 429} { // the burst spent, then a denial
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, request(5))
+		if w.Code != want {
+			t.Fatalf("cost 5: status %d, want %d", w.Code, want)
+		}
+	}
+	tooCostly("with the burst spent")
 }
 
 // The charge comes back when the handler fails, panics, or its client is
@@ -672,6 +694,10 @@ func TestRefusalsSayRefused(t *testing.T) {
 			quotahttp.New(s, opts...).Handler(ok).ServeHTTP(w, request(c.cost))
 			if got := w.Header().Values(quotahttp.HeaderStatus); w.Code != c.code || w.Header().Get(quotahttp.HeaderStatus) != c.status || len(got) > 1 {
 				t.Errorf("%d, X-Quota-Status %q; want %d, %q", w.Code, got, c.code, c.status)
+			}
+			// Only a refusal that a wait can end says when to retry.
+			if ra, want := w.Header().Get("Retry-After"), c.code == 429 || c.code == 503; (ra != "") != want {
+				t.Errorf("%d with Retry-After %q; want one: %v", w.Code, ra, want)
 			}
 		})
 	}
