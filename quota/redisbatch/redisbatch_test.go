@@ -293,15 +293,21 @@ func TestAbandonedCallIsNotSent(t *testing.T) {
 	}
 	t.Cleanup(func() { proxy.Close() })
 	c := singleNode(t, proxy.Addr())
-	redisbatch.Enable(c, redisbatch.WithMaxInFlight(1))
+	b := redisbatch.Enable(c, redisbatch.WithMaxInFlight(1))
 	key := prefix(t) + "n"
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	proxy.SetLatency(200*time.Millisecond, 200*time.Millisecond)
 	first := make(chan error)
+	trips := b.Stats().RoundTrips
 	go func() { first <- c.Incr(ctx, key).Err() }()
-	time.Sleep(50 * time.Millisecond) // the first is out
+	// The first is out once the batcher has counted its round trip.
+	for deadline := time.Now().Add(5 * time.Second); b.Stats().RoundTrips == trips; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first increment did not leave in 5 s")
+		}
+	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	if err := c.Incr(short, key).Err(); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("the queued call: %v, want its deadline", err)
