@@ -186,11 +186,11 @@ func testLateCharge(t *testing.T, batched bool) {
 	srv.Hang(t)
 	late, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	_, err := s.Charge(late, "x", p, 2)
-	cancel()
 	if err == nil {
 		t.Fatal("a charge to a hung Redis succeeded")
 	}
-	time.Sleep(50 * time.Millisecond) // past the deadline, then Redis runs it
+	<-late.Done() // past the deadline, then Redis runs it
+	cancel()
 	srv.Resume()
 	var d Decision
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
