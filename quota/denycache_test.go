@@ -39,7 +39,10 @@ func TestDenyCache(t *testing.T) {
 	client := redisClient(t)
 	trips := &roundTrips{}
 	client.AddHook(trips)
-	c := NewDenyCache(NewRedis(client, WithPrefix(testPrefix(t))))
+	// The cache and the store share a clock that moves only when told.
+	clk := newClock()
+	c := NewDenyCache(NewRedis(client, WithPrefix(testPrefix(t)), withClock(clk.Now)))
+	c.now = clk.Now
 	p := mustPlan(t, "deny", Limit{Name: "w", Max: 10, Window: 2 * time.Second})
 
 	first := charge(t, c, "a", p, 7)
@@ -80,14 +83,26 @@ func TestDenyCache(t *testing.T) {
 	if d := charge(t, c, "b", p, 5); !d.Allowed {
 		t.Errorf("another identity: %+v", d)
 	}
-	// Once the retry time has passed, the store is asked again.
+	// Until the retry time the denial is the cache's; at it, the store is
+	// asked again and admits.
 	d := charge(t, c, "a", p, 9)
 	if d.Allowed {
 		t.Fatalf("9 more of 10 with 8 used: %+v", d)
 	}
-	time.Sleep(d.RetryAfter + 10*time.Millisecond)
-	if d := charge(t, c, "a", p, 9); d.Allowed != true {
-		t.Errorf("after the retry time: %+v, want admitted", d)
+	before = trips.n.Load()
+	clk.Set(d.RetryAfter - time.Millisecond)
+	if d := charge(t, c, "a", p, 9); d.Allowed || d.RetryAfter != time.Millisecond {
+		t.Errorf("a millisecond before the retry time: %+v, want denied, retry after 1ms", d)
+	}
+	if n := trips.n.Load() - before; n != 0 {
+		t.Errorf("a charge before the retry time made %d round trips, want none", n)
+	}
+	clk.Set(d.RetryAfter)
+	if d := charge(t, c, "a", p, 9); !d.Allowed {
+		t.Errorf("at the retry time: %+v, want admitted", d)
+	}
+	if n := trips.n.Load() - before; n != 1 {
+		t.Errorf("the charge at the retry time made %d round trips, want 1", n)
 	}
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // A plan of 5 units per 10 seconds admits five unit charges, then denies the
@@ -92,20 +94,40 @@ func ExampleLimit_String() {
 }
 
 // With Redis, one limit holds across every process that shares the server
-// or cluster. A universal client serves either; with Addrs of several nodes
-// it is a cluster client.
+// or cluster. Its client must not retry a command (a retried charge could
+// be made twice) and must bound each one by its context's deadline (the
+// caller's time budget); redis.NewClusterClient takes the same two
+// options.
 func ExampleNewRedis() {
-	client := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:6379"}})
+	opt, err := redis.ParseURL(redisURL()) // such as redis://127.0.0.1:6379/0
+	if err != nil {
+		log.Fatal(err)
+	}
+	opt.MaxRetries = -1
+	opt.ContextTimeoutEnabled = true
+	client := redis.NewClient(opt)
 	defer client.Close()
-	store := quota.NewRedis(client)
+	store := quota.NewRedis(client, quota.WithPrefix(examplePrefix()))
 	plan, _ := quota.NewPlan("pro", quota.Limit{Name: "burst", Max: 200, Window: 5 * time.Second}, quota.PerMinute(2000))
 
-	d, err := store.Charge(context.Background(), "api-key-1", plan, 12)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	d, err := store.Charge(ctx, "api-key-1", plan, 12)
 	if err != nil {
-		return // Redis is down: the caller's failure policy decides
+		fmt.Println(err) // Redis failed: the caller's failure policy decides
+		return
 	}
-	fmt.Println(d.Allowed, d.BindingLimit().Remaining)
+	fmt.Println(d.Allowed, d.BindingLimit().Limit.Name, d.BindingLimit().Remaining)
+	// Output: true burst 188
 }
+
+// redisURL is the Redis the examples run against; a program reads its
+// own from its configuration.
+func redisURL() string { return quotatest.ExampleURL() }
+
+// examplePrefix keeps each run's keys apart from those of every other
+// run, test and program sharing the Redis.
+func examplePrefix() string { return fmt.Sprintf("example:%d:", time.Now().UnixNano()) }
 
 // A day or a month counts from midnight, or the first of the month, in the
 // plan's time zone: the day Paris's clocks go forward is 23 hours long.

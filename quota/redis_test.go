@@ -186,11 +186,11 @@ func testLateCharge(t *testing.T, batched bool) {
 	srv.Hang(t)
 	late, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	_, err := s.Charge(late, "x", p, 2)
-	cancel()
 	if err == nil {
 		t.Fatal("a charge to a hung Redis succeeded")
 	}
-	time.Sleep(50 * time.Millisecond) // past the deadline, then Redis runs it
+	<-late.Done() // past the deadline, then Redis runs it
+	cancel()
 	srv.Resume()
 	var d Decision
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -240,6 +240,94 @@ func TestLateChargeAnswersErrLate(t *testing.T) {
 	}
 }
 
+// holdScripts is a client hook that, once armed, stops the next script
+// call on its way out, after the store has built its arguments and before
+// it is sent, until released.
+type holdScripts struct {
+	armed   atomic.Bool
+	held    chan time.Time // when the call was stopped, by this process's clock
+	release chan struct{}
+}
+
+func (h *holdScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && h.armed.CompareAndSwap(true, false) {
+			h.held <- time.Now()
+			<-h.release
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A charge is timed by Redis's TIME when the script runs, not by the
+// caller's clock: here the call is held on its way out, after the store
+// built it, until Redis's clock has passed the moment it was held; the
+// receipt's At and the log's record are then no earlier than Redis's
+// time at the release, and no later than its time after the reply.
+// Anything the caller's clock read was earlier than both.
+func TestChargeTakesRedisTime(t *testing.T) {
+	ctx := context.Background()
+	srv := quotatest.StartRedisServer(t) // on this machine: its clock and the caller's agree
+	c := quotatest.NewClient(t, "redis://"+srv.Addr)
+	hold := &holdScripts{held: make(chan time.Time, 1), release: make(chan struct{})}
+	c.AddHook(hold)
+	s := NewRedis(c, WithPrefix(testPrefix(t)))
+	p := mustPlan(t, "time", PerMinute(10))
+	charge(t, s, "t", p, 1) // loads the script: the held call is an EVALSHA that runs
+
+	redisTime := func() time.Time {
+		t.Helper()
+		now, err := c.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now
+	}
+	hold.armed.Store(true)
+	type result struct {
+		d   Decision
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		d, err := s.Charge(ctx, "t", p, 2)
+		done <- result{d, err}
+	}()
+	heldAt := <-hold.held
+	var released time.Time
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if released = redisTime(); released.Sub(heldAt) > time.Millisecond {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Redis's clock reads %v, still not past %v when the call was held", released, heldAt)
+		}
+	}
+	close(hold.release)
+	res := <-done
+	after := redisTime()
+	if res.err != nil || !res.d.Allowed {
+		t.Fatalf("charge: %+v, %v", res.d, res.err)
+	}
+	if at := res.d.Receipt.At(); at.Before(released.Truncate(time.Microsecond)) || at.After(after) {
+		t.Errorf("receipt at %v: want Redis's time when the script ran, in [%v, %v]; the call was built before %v",
+			at, released, after, heldAt)
+	}
+	rs, err := s.Records(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[1].Cost != 2 || !rs[1].At.Equal(res.d.Receipt.At()) {
+		t.Errorf("records %+v: want the second at %v, the receipt's time", rs, res.d.Receipt.At())
+	}
+}
+
 // A SCRIPT FLUSH (as after a failover) must not fail a single call: EVALSHA
 // falls back to EVAL on NOSCRIPT.
 func TestNoScriptRecovery(t *testing.T) {
@@ -273,42 +361,67 @@ func TestNoScriptRecovery(t *testing.T) {
 	}
 }
 
-// The log expires one longest window after the last admit; a peek or a
-// denial never creates it or leaves it without a TTL, and idle identities
-// vanish.
+// The log expires one longest window after the last admit, by Redis's
+// clock, and not before; a peek or a denial never creates it or leaves it
+// without a TTL, and idle identities vanish. The test polls for each state
+// with a deadline: the windows are Redis's, on its own clock.
 func TestKeysExpire(t *testing.T) {
 	ctx := context.Background()
 	c := redisClient(t)
 	s := NewRedis(c, WithPrefix(testPrefix(t)))
 	const short, long = 300 * time.Millisecond, time.Second
 	p := mustPlan(t, "ttl", Limit{Name: "short", Max: 2, Window: short}, Limit{Name: "long", Max: 5, Window: long})
-	key := s.key("e")
-	checkTTL := func(when string) {
+	checkTTL := func(key, when string, max time.Duration) {
 		t.Helper()
-		if ttl := c.PTTL(ctx, key).Val(); ttl <= 0 || ttl > long {
-			t.Errorf("%s: PTTL %s = %v, want in (0, %v]", when, key, ttl, long)
+		if ttl := c.PTTL(ctx, key).Val(); ttl <= 0 || ttl > max {
+			t.Errorf("%s: PTTL %s = %v, want in (0, %v]", when, key, ttl, max)
 		}
 	}
+	redisNow := func() time.Time {
+		t.Helper()
+		now, err := c.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now
+	}
 
+	key := s.key("e")
 	peek(t, s, "e", p)
 	if n := c.Exists(ctx, key).Val(); n != 0 {
 		t.Fatalf("a peek at an idle identity created the log")
 	}
-	charge(t, s, "e", p, 2)
+	admit := charge(t, s, "e", p, 2)
 	charge(t, s, "e", p, 1) // denied by the short limit
-	checkTTL("after an admit and a denial")
-	time.Sleep(long + 200*time.Millisecond)
-	if n := c.Exists(ctx, key).Val(); n != 0 {
-		t.Errorf("the log of an idle identity remains one window after the last admit")
+	checkTTL(key, "after an admit and a denial", long)
+	for deadline := time.Now().Add(long + 10*time.Second); c.Exists(ctx, key).Val() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log of an idle identity remains 10 s after its window of %v", long)
+		}
 	}
+	// PEXPIRE counts whole milliseconds, Receipt.At microseconds.
+	if gone, due := redisNow(), admit.Receipt.At().Add(long-time.Millisecond); gone.Before(due) {
+		t.Errorf("the log was gone at %v, before one window (%v) after the last admit at %v", gone, long, admit.Receipt.At())
+	}
+
 	// A peek after the short window has emptied, which rewrites the header,
-	// keeps the TTL; so does a re-plan, which rewrites the whole log.
-	charge(t, s, "e", p, 2)
-	time.Sleep(short + 50*time.Millisecond) // out of the short window only
-	peek(t, s, "e", p)
-	checkTTL("after a peek")
-	peek(t, s, "e", mustPlan(t, "other", PerMinute(9)))
-	checkTTL("after a re-plan")
+	// keeps the TTL; so does a re-plan, which rewrites the whole log. The
+	// long window is a minute here, so that however slow the machine the
+	// charge is still in it.
+	key = s.key("f")
+	p = mustPlan(t, "ttl", Limit{Name: "short", Max: 2, Window: short}, Limit{Name: "long", Max: 5, Window: time.Minute})
+	admit = charge(t, s, "f", p, 2)
+	for deadline := time.Now().Add(10 * time.Second); !redisNow().After(admit.Receipt.At().Add(short)); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Redis's clock has not passed %v, a short window after the admit, in 10 s", admit.Receipt.At().Add(short))
+		}
+	}
+	if u := used(peek(t, s, "f", p)); !slices.Equal(u, []int64{0, 2}) {
+		t.Errorf("a short window after the admit: used %v, want [0 2]", u)
+	}
+	checkTTL(key, "after a peek", time.Minute)
+	peek(t, s, "f", mustPlan(t, "other", PerMinute(9)))
+	checkTTL(key, "after a re-plan", time.Minute)
 }
 
 // An identity's log is in its hash tag's cluster slot whatever bytes the

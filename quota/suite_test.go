@@ -325,21 +325,81 @@ func TestRefundSettleReset(t *testing.T) {
 	})
 }
 
-// A denial's receipt is zero; an admit's holds its cost.
+// A receipt names one admitted charge: the identity, admit time and cost
+// its accessors report. Two charges of one cost at different times have
+// distinct receipts, and each gives back its own charge, once, and no
+// other: refunding the older leaves the younger as the window's oldest. A
+// receipt altered in any field, or moved to another identity, names no
+// charge: it is refused (false, no error) and changes nothing. A denial
+// has none.
 func TestReceipts(t *testing.T) {
 	eachStore(t, func(t *testing.T, fx fixture) {
-		p := mustPlan(t, "rc", PerMinute(3))
+		ctx := context.Background()
+		p := mustPlan(t, "rc", Limit{Name: "minute", Max: 5, Window: time.Minute})
 		a := charge(t, fx.store, "rc", p, 2)
+		fx.clock.Set(10 * time.Second)
+		other := charge(t, fx.store, "other", p, 2)
+		fx.clock.Set(30 * time.Second)
 		b := charge(t, fx.store, "rc", p, 2)
-		if a.Receipt.IsZero() || a.Receipt.Cost() != 2 {
-			t.Errorf("admitted receipt = %+v", a.Receipt)
+		if d := charge(t, fx.store, "rc", p, 2); d.Allowed || !d.Receipt.IsZero() {
+			t.Fatalf("2 more of 5 with 4 used: allowed %v, receipt %+v; want a denial without one", d.Allowed, d.Receipt)
 		}
-		if !b.Receipt.IsZero() {
-			t.Errorf("denied charge has a receipt %+v", b.Receipt)
+		for _, c := range []struct {
+			name     string
+			rc       Receipt
+			identity string
+			at       time.Duration
+		}{{"a", a.Receipt, "rc", 0}, {"b", b.Receipt, "rc", 30 * time.Second}, {"other", other.Receipt, "other", 10 * time.Second}} {
+			if c.rc.IsZero() || c.rc.Identity() != c.identity || c.rc.Cost() != 2 || !c.rc.At().Equal(epoch.Add(c.at)) {
+				t.Errorf("receipt %s: identity %q, cost %d, at %v; want %q, 2, %v",
+					c.name, c.rc.Identity(), c.rc.Cost(), c.rc.At().Sub(epoch), c.identity, c.at)
+			}
 		}
-		c := charge(t, fx.store, "rc", p, 1)
-		if c.Receipt == a.Receipt {
-			t.Error("two charges at the same instant share a receipt")
+		if a.Receipt == b.Receipt {
+			t.Fatalf("two charges of one cost at different times share the receipt %+v", a.Receipt)
+		}
+
+		// Altered receipts: each field changed names no charge, though
+		// "other" has one of the same cost and index at 10 s.
+		alter := func(f func(*Receipt)) Receipt { rc := a.Receipt; f(&rc); return rc }
+		for name, rc := range map[string]Receipt{
+			"another identity": alter(func(rc *Receipt) { rc.identity = "other" }),
+			"another index":    alter(func(rc *Receipt) { rc.index++ }),
+			"a microsecond on": alter(func(rc *Receipt) { rc.at++ }),
+			"a lower cost":     alter(func(rc *Receipt) { rc.cost = 1 }),
+			"a higher cost":    alter(func(rc *Receipt) { rc.cost = 3 }),
+		} {
+			if ok, err := fx.store.Refund(ctx, rc); ok || err != nil {
+				t.Errorf("refund with %s: %v, %v; want false, no error", name, ok, err)
+			}
+			if _, ok, err := fx.store.Settle(ctx, rc, 1); ok || err != nil {
+				t.Errorf("settle with %s: %v, %v; want false, no error", name, ok, err)
+			}
+		}
+		if u, o := peek(t, fx.store, "rc", p).Limits[0].Used, peek(t, fx.store, "other", p).Limits[0].Used; u != 4 || o != 2 {
+			t.Fatalf("after altered receipts: used %d and %d, want 4 and 2 unchanged", u, o)
+		}
+
+		// a's refund gives back a's charge: b, 30 s younger, is now the
+		// oldest, and still counts once a's time has left the window.
+		if ok, err := fx.store.Refund(ctx, a.Receipt); !ok || err != nil {
+			t.Fatalf("refund a: %v, %v", ok, err)
+		}
+		if ok, err := fx.store.Refund(ctx, a.Receipt); ok || err != nil {
+			t.Errorf("refund a again: %v, %v; want false, no error", ok, err)
+		}
+		if l := peek(t, fx.store, "rc", p).Limits[0]; l.Used != 2 || l.ResetAfter != time.Minute {
+			t.Errorf("after refunding a: used %d, reset after %v; want 2, %v (b's charge, made now)", l.Used, l.ResetAfter, time.Minute)
+		}
+		fx.clock.Set(61 * time.Second)
+		if u := peek(t, fx.store, "rc", p).Limits[0].Used; u != 2 {
+			t.Errorf("once a's time has left the window: used %d, want b's 2", u)
+		}
+		if ok, err := fx.store.Refund(ctx, b.Receipt); !ok || err != nil {
+			t.Fatalf("refund b: %v, %v", ok, err)
+		}
+		if u, o := peek(t, fx.store, "rc", p).Limits[0].Used, peek(t, fx.store, "other", p).Limits[0].Used; u != 0 || o != 2 {
+			t.Errorf("after refunding a and b: used %d and %d, want 0 and other's 2", u, o)
 		}
 	})
 }

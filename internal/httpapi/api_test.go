@@ -111,6 +111,48 @@ func TestRadiusCost(t *testing.T) {
 	})
 }
 
+// A 422, a request over the plan whatever its limits hold, has no
+// Retry-After (nor retry_after_ms): no wait admits it. Neither before the
+// key's limit is spent nor after, when a 429 of a request that fits does
+// say when.
+func TestUnprocessableHasNoRetryAfter(t *testing.T) {
+	for _, mode := range quotaModes {
+		t.Run(mode.name, func(t *testing.T) {
+			e := newEnv(t, mode.opts(t)...)
+			overPlan := map[string]string{
+				"/v1/geofence/within?lng=2.35&lat=48.85&radius=5000":  "cost-exceeds-plan",
+				"/v1/geofence/within?lng=2.35&lat=48.85&radius=30000": "radius-exceeds-plan",
+				"/v1/tiles/countries/0/0/0.mvt":                       "cost-exceeds-plan",
+			}
+			refused := func(when string) {
+				t.Helper()
+				for path, code := range overPlan {
+					resp := e.get(t, path, key("five")...)
+					var p struct {
+						Code         string `json:"code"`
+						RetryAfterMS *int64 `json:"retry_after_ms"`
+					}
+					decode(t, resp, http.StatusUnprocessableEntity, &p)
+					if ra := resp.Header.Values("Retry-After"); p.Code != code || len(ra) != 0 || p.RetryAfterMS != nil {
+						t.Errorf("%s %s: code %q, Retry-After %q, retry_after_ms %v; want %q and no retry time",
+							when, path, p.Code, ra, p.RetryAfterMS, code)
+					}
+				}
+			}
+			refused("with the limit unused")
+			for range 5 {
+				if resp := e.get(t, contains, key("five")...); resp.StatusCode != http.StatusOK {
+					t.Fatalf("spending plan five's limit: status %d", resp.StatusCode)
+				}
+			}
+			if resp := e.get(t, contains, key("five")...); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+				t.Fatalf("a sixth request: status %d, Retry-After %q; want a 429 with one", resp.StatusCode, resp.Header.Get("Retry-After"))
+			}
+			refused("with the limit spent")
+		})
+	}
+}
+
 // Tiles cost more the lower their zoom; a cached tile costs less than a
 // rendered one; ETag answers 304; gzip when asked.
 func TestTiles(t *testing.T) {

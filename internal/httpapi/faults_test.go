@@ -26,9 +26,19 @@ var failurePolicies = []struct {
 	status     int
 }{{"open", false, http.StatusOK}, {"closed", true, http.StatusServiceUnavailable}}
 
+// faultMargin is what a bound on a request's time allows beyond its
+// budget and its own work: for the scheduling of a loaded 2-core machine
+// shared with other jobs, where a request over loopback was seen 45 ms
+// past its budget; about twice that.
+const faultMargin = 100 * time.Millisecond
+
 // A hung Redis (alive, silent) costs a request no more than the quota
-// budget a call, under either failure policy, for every route that uses
-// Redis: the quota, the unknown-key guard and the tile cache.
+// budget, under either failure policy, for every route that uses Redis:
+// the quota, the unknown-key guard and the tile cache. Each request waits
+// on Redis once on its path (a tile's cache read travels with its
+// charge; the cache write and a pending charge are made off it), so it is
+// held to one budget, plus its own work (the slowest of the same requests
+// with Redis answering) and faultMargin.
 func TestHungRedisWithinBudget(t *testing.T) {
 	const budget = 50 * time.Millisecond
 	for _, tc := range failurePolicies {
@@ -37,27 +47,33 @@ func TestHungRedisWithinBudget(t *testing.T) {
 			e := newEnv(t, withRedis("redis://"+redisSrv.Addr), with(func(c *Config) {
 				c.FailClosed, c.QuotaTimeout = tc.failClosed, budget
 			}))
-			redisSrv.Hang(t)
-			for _, path := range []string{contains, "/v1/tiles/places/5/16/10.mvt", "/v1/tiles/places/5/16/10.mvt"} {
+			timed := func(path string, headers ...string) (*http.Response, time.Duration) {
 				start := time.Now()
-				resp := e.get(t, path, key("std")...)
-				took := time.Since(start)
+				resp := e.get(t, path, headers...)
+				return resp, time.Since(start)
+			}
+			paths := []string{contains, "/v1/tiles/places/5/16/10.mvt", "/v1/tiles/places/5/16/10.mvt"}
+			var work time.Duration
+			for _, path := range paths {
+				_, took := timed(path, key("free")...)
+				work = max(work, took)
+			}
+			redisSrv.Hang(t)
+			for _, path := range paths {
+				resp, took := timed(path, key("std")...)
 				if resp.StatusCode != tc.status {
 					t.Errorf("%s: status %d, want %d", path, resp.StatusCode, tc.status)
 				}
-				// Three Redis calls at most (cache read, charge, and a
-				// refund or the cache write off the request path), each
-				// within the budget; the margin is for a busy machine.
-				if took > 3*budget+time.Second {
-					t.Errorf("%s took %s with Redis hung; budget %s a call", path, took, budget)
+				if bound := budget + work + faultMargin; took > bound {
+					t.Errorf("%s took %s with Redis hung; want at most %v (budget %s, %v of work)", path, took, bound, budget, work)
 				}
 			}
 			// A key the index lacks goes through the guard, in Redis too.
-			start := time.Now()
 			var p problem
-			decode(t, e.get(t, contains, "X-API-Key", "made-up"), http.StatusUnauthorized, &p)
-			if took := time.Since(start); took > 2*budget+time.Second {
-				t.Errorf("an unknown key took %s with Redis hung", took)
+			resp, took := timed(contains, "X-API-Key", "made-up")
+			decode(t, resp, http.StatusUnauthorized, &p)
+			if bound := budget + work + faultMargin; took > bound {
+				t.Errorf("an unknown key took %s with Redis hung; want at most %v", took, bound)
 			}
 			// The usage routes say what failed.
 			decode(t, e.get(t, "/v1/quota", key("std")...), http.StatusServiceUnavailable, &p)
@@ -110,8 +126,10 @@ func TestReadyzWithHungRedis(t *testing.T) {
 			if !tc.failClosed && (!body.Ready || !slices.Equal(body.Degraded, []string{"redis"})) {
 				t.Errorf("fail-open: %+v, want ready and redis degraded", body)
 			}
-			if took > readyTimeout+time.Second {
-				t.Errorf("/readyz took %s", took)
+			// The checks run at once, each within readyTimeout; the
+			// database's is a ping.
+			if took > readyTimeout+faultMargin {
+				t.Errorf("/readyz took %s; want at most %v", took, readyTimeout+faultMargin)
 			}
 		})
 	}

@@ -107,16 +107,66 @@ func TestInFlightAcrossServers(t *testing.T) {
 		}
 	}
 	refused("two slow requests on another server")
-	time.Sleep(3 * lease) // the holder renews: the slots stay held
-	refused("three lease times later")
+	// The holder renews: once Redis's clock has passed the end of the
+	// leases as first taken, and again three lease times on, the slots
+	// are still held.
+	leases := leasesOf(t, healthy, prefix+"f:")
+	for range 3 {
+		leases.reach(t, leases.last(t))
+		refused("past the end the leases had")
+	}
 	if u := b.used(t, key("two")...); u[0] != 2 {
 		t.Errorf("used %v: the refusals must not be charged", u)
 	}
 
 	dying.Close() // the holder dies: no renewal, no release
-	time.Sleep(lease + 100*time.Millisecond)
+	leases.reach(t, leases.last(t))
 	if resp := b.get(t, contains, key("two")...); resp.StatusCode != 200 {
-		t.Errorf("a lease time after the holder died: status %d", resp.StatusCode)
+		t.Errorf("once Redis's clock passed the end of the dead holder's leases: status %d", resp.StatusCode)
+	}
+}
+
+// leaseSet is the one set of in-flight leases under a prefix, read from
+// Redis: when each ends, in milliseconds of Redis's clock.
+type leaseSet struct {
+	rdb *redis.Client
+	key string
+}
+
+func leasesOf(t *testing.T, rdb *redis.Client, prefix string) leaseSet {
+	t.Helper()
+	ks, err := rdb.Keys(context.Background(), prefix+"*").Result()
+	if err != nil || len(ks) != 1 {
+		t.Fatalf("in-flight leases under %s: keys %v, %v; want one set", prefix, ks, err)
+	}
+	return leaseSet{rdb: rdb, key: ks[0]}
+}
+
+// last returns when the last lease ends.
+func (l leaseSet) last(t *testing.T) int64 {
+	t.Helper()
+	zs, err := l.rdb.ZRangeWithScores(context.Background(), l.key, -1, -1).Result()
+	if err != nil || len(zs) != 1 {
+		t.Fatalf("the last lease of %s: %v, %v", l.key, zs, err)
+	}
+	return int64(zs[0].Score)
+}
+
+// reach polls until Redis's clock is past ms, when a lease ending at ms
+// has ended.
+func (l leaseSet) reach(t *testing.T, ms int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		now, err := l.rdb.Time(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now.UnixMilli() > ms {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Redis's clock has not passed %d in 10 s: it reads %d", ms, now.UnixMilli())
+		}
 	}
 }
 

@@ -158,8 +158,74 @@ func TestConcurrentLimit(t *testing.T) {
 	}
 }
 
-// The slots of a server that dies come free within a lease time; a lease
-// renewed in time lives on, and one renewed too late is not brought back.
+// leaseClock reads, at the Redis node that holds an identity's leases,
+// its clock and when the leases end, both in milliseconds of Redis TIME:
+// what expires a lease.
+type leaseClock struct {
+	t    *testing.T
+	node redis.Cmdable
+	key  string
+}
+
+func newLeaseClock(t *testing.T, r *Redis, identity string) *leaseClock {
+	t.Helper()
+	c := &leaseClock{t: t, node: r.client.(redis.UniversalClient), key: r.key(identity)}
+	if cc, ok := r.client.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(context.Background(), c.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.node = node
+	}
+	return c
+}
+
+func (c *leaseClock) now() int64 {
+	c.t.Helper()
+	now, err := c.node.Time(context.Background()).Result()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return now.UnixMilli()
+}
+
+// end returns when lease l ends, or -1 once Redis holds it no more.
+func (c *leaseClock) end(l Lease) int64 {
+	c.t.Helper()
+	end, err := c.node.ZScore(context.Background(), c.key, l.id).Result()
+	if errors.Is(err, redis.Nil) {
+		return -1
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return int64(end)
+}
+
+// last returns when the last lease held ends.
+func (c *leaseClock) last() int64 {
+	c.t.Helper()
+	zs, err := c.node.ZRangeWithScores(context.Background(), c.key, -1, -1).Result()
+	if err != nil || len(zs) != 1 {
+		c.t.Fatalf("the last lease of %s: %v, %v", c.key, zs, err)
+	}
+	return int64(zs[0].Score)
+}
+
+// reach polls until Redis's clock reaches ms.
+func (c *leaseClock) reach(ms int64) {
+	c.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); c.now() < ms; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("Redis's clock has not reached %d in 10 s: it reads %d", ms, c.now())
+		}
+	}
+}
+
+// The slots of a server that dies come free when their leases end, by
+// Redis's clock, at most a lease time after they were taken; a lease
+// renewed in time lives on, and one renewed once it has ended is not
+// brought back. The test waits on Redis's clock, polling, not on sleeps.
 func TestLeasesExpire(t *testing.T) {
 	ctx := context.Background()
 	const lease = 300 * time.Millisecond
@@ -167,32 +233,44 @@ func TestLeasesExpire(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			servers := k.servers(t, 2, lease)
 			dead, alive := servers[0], servers[1]
+			clock := newLeaseClock(t, alive.(*Redis), "key:9")
 			for range 2 {
 				if _, denied, err := dead.Acquire(ctx, "key:9", 2); err != nil || denied != nil {
 					t.Fatal(denied, err)
 				}
 			}
+			ends, taken := clock.last(), clock.now()
+			if ends > taken+lease.Milliseconds() {
+				t.Errorf("a lease taken by %d ends at %d, more than a lease (%v) later", taken, ends, lease)
+			}
 			if _, denied, _ := alive.Acquire(ctx, "key:9", 2); denied == nil || denied.RetryAfter > lease {
 				t.Fatalf("with both slots held: %+v, want a denial within the lease", denied)
 			}
-			time.Sleep(lease + 50*time.Millisecond)
+			clock.reach(ends)
 			kept, denied, err := alive.Acquire(ctx, "key:9", 2)
 			if err != nil || denied != nil {
-				t.Fatalf("a lease time after the holder died: %+v, %v", denied, err)
+				t.Fatalf("once the dead server's leases ended: %+v, %v", denied, err)
 			}
-			for range 3 { // renewed every half lease, it outlives three leases
-				time.Sleep(lease / 2)
+			// Renewed all along, it outlives three leases, each renewal
+			// ending it a lease from Redis's now.
+			for start := clock.now(); clock.now() < start+3*lease.Milliseconds(); time.Sleep(10 * time.Millisecond) {
+				before := clock.now()
 				if ok, err := alive.Renew(ctx, kept); !ok || err != nil {
 					t.Fatalf("renew: %v, %v", ok, err)
 				}
+				if end := clock.end(kept); end < before+lease.Milliseconds() {
+					t.Fatalf("renewed at %d or after, the lease ends at %d: less than a lease (%v) on", before, end, lease)
+				}
 			}
-			late, _, _ := alive.Acquire(ctx, "key:9", 2)
-			time.Sleep(lease + 50*time.Millisecond)
+			late, denied, err := alive.Acquire(ctx, "key:9", 2)
+			if err != nil || denied != nil {
+				t.Fatalf("the second slot: %+v, %v", denied, err)
+			}
+			clock.reach(clock.end(late))
 			if ok, err := alive.Renew(ctx, late); ok || err != nil {
-				t.Errorf("renew after expiry: %v, %v; want false", ok, err)
+				t.Errorf("renew once the lease ended: %v, %v; want false", ok, err)
 			}
-			r := alive.(*Redis)
-			if ttl := r.client.(redis.UniversalClient).PTTL(ctx, r.key("key:9")).Val(); ttl > lease {
+			if ttl := clock.node.PTTL(ctx, clock.key).Val(); ttl > lease {
 				t.Errorf("key TTL %s, want at most a lease", ttl)
 			}
 		})

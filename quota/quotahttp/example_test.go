@@ -1,6 +1,7 @@
 package quotahttp_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"net/http"
@@ -12,14 +13,27 @@ import (
 
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/quotahttp"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // A server whose search costs more the more results it asks for: 300 units
 // a minute per client address, shared by every server on the same Redis.
+// Its Redis client never retries a command (a retried charge could be made
+// twice) and bounds each by its context's deadline (the gate's time
+// budget).
 func Example() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true, MaxRetries: -1})
+	opt, err := redis.ParseURL(redisURL()) // such as redis://127.0.0.1:6379/0
+	if err != nil {
+		log.Fatal(err)
+	}
+	opt.MaxRetries, opt.ContextTimeoutEnabled = -1, true
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		log.Fatal(err) // no Redis at start: a configuration to fix
+	}
 	plan, _ := quota.NewPlan("free", quota.PerMinute(300))
-	gate := quotahttp.New(quota.NewRedis(rdb), quotahttp.WithPlan(plan),
+	gate := quotahttp.New(quota.NewRedis(rdb, quota.WithPrefix(examplePrefix())), quotahttp.WithPlan(plan),
 		quotahttp.WithCost(func(r *http.Request) (int64, error) {
 			n, err := strconv.Atoi(r.URL.Query().Get("results"))
 			if err != nil || n < 1 || n > 1000 {
@@ -27,8 +41,23 @@ func Example() {
 			}
 			return int64(1 + n/100), nil // 1 unit, and one more per hundred results
 		}))
-	http.Handle("GET /search", gate.Handler(http.HandlerFunc(search)))
-	log.Fatal(http.ListenAndServe(":8080", nil))
+	mux := http.NewServeMux()
+	mux.Handle("GET /search", gate.Handler(http.HandlerFunc(search)))
+	srv := httptest.NewServer(mux) // a program serves it: http.ListenAndServe(":8080", mux)
+	defer srv.Close()
+
+	for _, results := range []string{"50", "1000", "lots"} {
+		resp, err := http.Get(srv.URL + "/search?results=" + results)
+		if err != nil {
+			log.Fatal(err)
+		}
+		resp.Body.Close()
+		fmt.Printf("results=%s: %d cost=%s remaining=%s\n", results, resp.StatusCode, resp.Header.Get("X-RateLimit-Cost"), resp.Header.Get("X-RateLimit-Remaining"))
+	}
+	// Output:
+	// results=50: 200 cost=1 remaining=299
+	// results=1000: 200 cost=11 remaining=288
+	// results=lots: 400 cost= remaining=
 }
 
 // badParameter is a client's mistake: its HTTPStatus makes it a 400.
@@ -104,26 +133,51 @@ func Example_refundAndSettle() {
 }
 
 // On a Redis Cluster each caller's quota lives in one hash slot, so one
-// limit still holds exactly across every server; the in-flight time budget
-// bounds how long a request waits for a slow node.
+// limit holds exactly across every server: here two servers, each with its
+// own client, share a caller's 3 a minute. The time budget bounds how long
+// a request waits for a slow node; failing closed, a request Redis does
+// not answer in time is refused (503), not served unmetered.
 func Example_cluster() {
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs:                 []string{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"},
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1, // a retried charge could be made twice
-	})
-	plan, _ := quota.NewPlan("free", quota.PerMinute(300), quota.PerDay(20_000))
-	limit := quotahttp.Limit(quota.NewRedis(rdb), plan,
-		quotahttp.WithIdentity(func(r *http.Request) (string, error) {
-			if key := r.Header.Get("X-API-Key"); key != "" {
-				return key, nil
-			}
-			return quotahttp.ClientAddress(r)
-		}),
-		quotahttp.WithTimeout(30*time.Millisecond),
-		quotahttp.WithFailClosed(),
-	)
-	http.Handle("/", limit(http.HandlerFunc(search)))
+	plan, _ := quota.NewPlan("free", quota.PerMinute(3), quota.PerDay(20_000))
+	prefix := examplePrefix()
+	newServer := func() http.Handler {
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                 clusterAddrs(), // such as 10.0.0.1:7000, 10.0.0.2:7000, 10.0.0.3:7000
+			ContextTimeoutEnabled: true,
+			MaxRetries:            -1, // a retried charge could be made twice
+		})
+		// Every master answers, or the configuration is to fix.
+		if err := rdb.ForEachMaster(context.Background(), func(ctx context.Context, c *redis.Client) error {
+			return c.Ping(ctx).Err()
+		}); err != nil {
+			log.Fatal(err)
+		}
+		limit := quotahttp.Limit(quota.NewRedis(rdb, quota.WithPrefix(prefix)), plan,
+			quotahttp.WithIdentity(func(r *http.Request) (string, error) {
+				if key := r.Header.Get("X-API-Key"); key != "" {
+					return key, nil
+				}
+				return quotahttp.ClientAddress(r)
+			}),
+			quotahttp.WithTimeout(50*time.Millisecond),
+			quotahttp.WithFailClosed(),
+		)
+		return limit(http.HandlerFunc(search))
+	}
+	servers := []http.Handler{newServer(), newServer()}
+
+	for i := range 4 {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/search", nil)
+		r.Header.Set("X-API-Key", "key-1")
+		servers[i%2].ServeHTTP(w, r)
+		fmt.Println("server", i%2+1, w.Code, w.Header().Get("X-RateLimit-Remaining"))
+	}
+	// Output:
+	// server 1 200 2
+	// server 2 200 1
+	// server 1 200 0
+	// server 2 429 0
 }
 
 // Within one process, the in-memory store needs no Redis: the same exact
@@ -144,3 +198,12 @@ func Example_memory() {
 	// 200 charged
 	// 429 refused
 }
+
+// redisURL is the Redis the examples run against, and clusterAddrs the
+// cluster; a program reads its own from its configuration.
+func redisURL() string       { return quotatest.ExampleURL() }
+func clusterAddrs() []string { return quotatest.ExampleClusterAddrs() }
+
+// examplePrefix keeps each run's keys apart from those of every other
+// run, test and program sharing the Redis.
+func examplePrefix() string { return fmt.Sprintf("example:%d:", time.Now().UnixNano()) }

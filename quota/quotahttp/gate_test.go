@@ -105,20 +105,42 @@ func TestAdmitsWhatFitsAndRefusesTheRest(t *testing.T) {
 	}
 }
 
+// A cost no state of the plan admits is a 422, charged nothing, with no
+// Retry-After: no wait would admit it, not even once the limits are
+// spent and a smaller cost is told when to come back.
 func TestTooCostlyIsRefusedUncharged(t *testing.T) {
 	store, _ := fixedStore()
 	plan := mustPlan(t, quota.PerMinute(100), quota.Limit{Name: "burst", Max: 5, Window: time.Second})
 	h := quotahttp.New(store, quotahttp.WithPlan(plan), quotahttp.WithCost(costHeader)).Handler(
-		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("served a request over the plan") }))
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, request(6))
-	var p quotahttp.Problem
-	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || w.Code != 422 || p.Code != "cost-exceeds-plan" || p.MaxCost != 5 || p.Limit != "burst" {
-		t.Errorf("status %d, body %s", w.Code, w.Body)
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("X-Cost") == "6" {
+				t.Error("served a request over the plan")
+			}
+		}))
+	tooCostly := func(when string) {
+		t.Helper()
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, request(6))
+		var p quotahttp.Problem
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || w.Code != 422 || p.Code != "cost-exceeds-plan" || p.MaxCost != 5 || p.Limit != "burst" {
+			t.Errorf("%s: status %d, body %s", when, w.Code, w.Body)
+		}
+		if ra := w.Header().Values("Retry-After"); len(ra) != 0 || p.RetryAfterMS != 0 {
+			t.Errorf("%s: a 422 with Retry-After %q, retry_after_ms %d; want neither", when, ra, p.RetryAfterMS)
+		}
 	}
+	tooCostly("with the limits unused")
 	if u := used(t, store, "192.0.2.7", plan); u != 0 {
 		t.Errorf("used %d, want 0", u)
 	}
+	for _, want := range []int{200, 429} { // the burst spent, then a denial
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, request(5))
+		if w.Code != want {
+			t.Fatalf("cost 5: status %d, want %d", w.Code, want)
+		}
+	}
+	tooCostly("with the burst spent")
 }
 
 // The charge comes back when the handler fails, panics, or its client is
@@ -261,23 +283,69 @@ func TestHandlerContext(t *testing.T) {
 	}
 }
 
+// deadlines is a client hook that keeps, for each command sent, how long
+// its context gave it when the client took it.
+type deadlines struct {
+	mu   sync.Mutex
+	left []time.Duration // -1 for a context without a deadline
+}
+
+func (h *deadlines) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *deadlines) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		left := time.Duration(-1)
+		if d, ok := ctx.Deadline(); ok {
+			left = time.Until(d)
+		}
+		h.mu.Lock()
+		h.left = append(h.left, left)
+		h.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *deadlines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *deadlines) first() (time.Duration, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.left) == 0 {
+		return 0, false
+	}
+	return h.left[0], true
+}
+
 // A store that cannot be reached: fail open serves unmetered, its charge
-// pending, fail closed answers 503, both within the budget. The stores are
-// real Redis clients of a port that refuses, and of one that accepts and
-// never answers.
+// pending, fail closed answers 503, both within the budget. The store is a
+// real redis-server, stopped (its port refuses) or hung (SIGSTOP: it
+// accepts and never answers), through a client with production's options.
+// The charge's context carries the budget's deadline, and the gate answers
+// within the budget and a margin: its own work with an in-memory handler
+// is well under a millisecond, the 100 ms are for a loaded machine's
+// scheduling.
 func TestStoreFailures(t *testing.T) {
+	const budget, margin = 100 * time.Millisecond, 100 * time.Millisecond
 	plan := mustPlan(t, quota.PerMinute(100))
-	refusing := quota.NewRedis(redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1}))
-	hung := quota.NewRedis(redis.NewClient(&redis.Options{Addr: blackHole(t), MaxRetries: -1, ContextTimeoutEnabled: true}))
-	for _, s := range []struct {
-		name  string
-		store quotahttp.Store
-	}{{"refused", refusing}, {"hung", hung}} {
+	for _, fault := range []struct {
+		name   string
+		inject func(*testing.T, *quotatest.RedisServer)
+	}{
+		{"refused", func(_ *testing.T, s *quotatest.RedisServer) { s.Stop() }},
+		{"hung", func(t *testing.T, s *quotatest.RedisServer) { s.Hang(t) }},
+	} {
 		for _, closed := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/closed=%v", s.name, closed), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/closed=%v", fault.name, closed), func(t *testing.T) {
+				srv := quotatest.StartRedisServer(t)
+				c := quotatest.NewClient(t, "redis://"+srv.Addr)
+				sent := &deadlines{}
+				c.AddHook(sent)
+				fault.inject(t, srv)
 				var mu sync.Mutex // the pending charge's retries are observed too
 				var events []quotahttp.EventKind
-				opts := []quotahttp.Option{quotahttp.WithPlan(plan), quotahttp.WithTimeout(100 * time.Millisecond),
+				opts := []quotahttp.Option{quotahttp.WithPlan(plan), quotahttp.WithTimeout(budget),
 					quotahttp.WithObserver(func(_ *http.Request, e quotahttp.Event) {
 						mu.Lock()
 						defer mu.Unlock()
@@ -287,19 +355,27 @@ func TestStoreFailures(t *testing.T) {
 					opts = append(opts, quotahttp.WithFailClosed())
 				}
 				served := false
-				h := quotahttp.New(s.store, opts...).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				h := quotahttp.New(quota.NewRedis(c), opts...).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					served = true
 					if m, _ := quotahttp.FromContext(r.Context()); m.Status != quotahttp.StatusUnmeteredPending {
 						t.Errorf("metering %+v, want unmetered-pending", m)
 					}
 				}))
 				w := httptest.NewRecorder()
+				start := time.Now()
 				h.ServeHTTP(w, request(1))
+				took := time.Since(start)
 				switch {
 				case closed && (w.Code != 503 || served || w.Header().Get("Retry-After") != "1"):
 					t.Errorf("fail closed: status %d, served %v, headers %v", w.Code, served, w.Header())
 				case !closed && (w.Code != 200 || !served || w.Header().Get(quotahttp.HeaderStatus) != "unmetered-pending"):
 					t.Errorf("fail open: status %d, served %v, headers %v", w.Code, served, w.Header())
+				}
+				if left, ok := sent.first(); !ok || left <= 0 || left > budget {
+					t.Errorf("the charge was sent with %v left of its context (sent: %v); want the budget's deadline, at most %v", left, ok, budget)
+				}
+				if took > budget+margin {
+					t.Errorf("answered after %v with Redis %s; want within the budget %v and a margin of %v", took, fault.name, budget, margin)
 				}
 				want := []quotahttp.EventKind{quotahttp.EventStoreFailed}
 				if !closed {
@@ -499,37 +575,6 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
-// blackHole is a loopback address that accepts connections and never
-// answers.
-func blackHole(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns []net.Conn
-	var mu sync.Mutex
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return l.Addr().String()
-}
-
 // A plan's RateLimit-Policy is cached by name; a plan of the same name
 // with other limits (a key's own overrides) gets its own.
 func TestPolicyFollowsThePlan(t *testing.T) {
@@ -649,6 +694,10 @@ func TestRefusalsSayRefused(t *testing.T) {
 			quotahttp.New(s, opts...).Handler(ok).ServeHTTP(w, request(c.cost))
 			if got := w.Header().Values(quotahttp.HeaderStatus); w.Code != c.code || w.Header().Get(quotahttp.HeaderStatus) != c.status || len(got) > 1 {
 				t.Errorf("%d, X-Quota-Status %q; want %d, %q", w.Code, got, c.code, c.status)
+			}
+			// Only a refusal that a wait can end says when to retry.
+			if ra, want := w.Header().Get("Retry-After"), c.code == 429 || c.code == 503; (ra != "") != want {
+				t.Errorf("%d with Retry-After %q; want one: %v", w.Code, ra, want)
 			}
 		})
 	}

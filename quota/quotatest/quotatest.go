@@ -12,11 +12,14 @@
 //
 // NewClient and NewClusterClient build a client with the options a
 // production client of quota should have, so a test exercises what
-// production runs.
+// production runs. ExampleURL and ExampleClusterAddrs give the shared
+// servers to Example functions, which have no testing.TB.
 package quotatest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -35,13 +38,31 @@ const (
 	EnvSkipMissing       = "TEST_SKIP_MISSING"        // set: skip, not fail, a test whose server or tool is missing
 )
 
+// redisFix says how to get the shared server.
+const redisFix = "apt-get install redis-server, or set " + EnvRedisURL
+
 // RedisURL returns the URL of a Redis 7 server for tests.
 func RedisURL(tb testing.TB) string {
 	tb.Helper()
 	if u := os.Getenv(EnvRedisURL); u != "" {
 		return u
 	}
-	return redisServer.get(tb, "Redis", "apt-get install redis-server, or set "+EnvRedisURL, startLocalRedis)
+	return redisServer.get(tb, "Redis", redisFix, startLocalRedis)
+}
+
+// ExampleURL returns the URL RedisURL returns, for an Example function,
+// which has no testing.TB to fail or skip. Where no server can be had it
+// panics saying why and how to get one: an example cannot be skipped, so
+// TEST_SKIP_MISSING does not apply. TestMain must call Main.
+func ExampleURL() string {
+	if u := os.Getenv(EnvRedisURL); u != "" {
+		return u
+	}
+	u, err := redisServer.resolve("Redis", startLocalRedis)
+	if err != nil {
+		panic(fmt.Sprintf("quotatest: no Redis for the examples: %s; %v", redisFix, err))
+	}
+	return u
 }
 
 // NewClient returns a client of the Redis at url (a URL RedisURL returns)
@@ -79,12 +100,30 @@ func RedisClusterAddrs(tb testing.TB) []string {
 	if v := os.Getenv(EnvRedisClusterAddrs); v != "" {
 		return strings.Split(v, ",")
 	}
-	u := redisCluster.get(tb, "a Redis Cluster", "apt-get install redis-server, or set "+EnvRedisClusterAddrs,
-		func(context.Context) (string, error) {
-			addrs, err := startRedisCluster(3)
-			return strings.Join(addrs, ","), err
-		})
+	return strings.Split(redisCluster.get(tb, "a Redis Cluster", clusterFix, startLocalCluster), ",")
+}
+
+// ExampleClusterAddrs returns the addresses RedisClusterAddrs returns, for
+// an Example function: see ExampleURL.
+func ExampleClusterAddrs() []string {
+	if v := os.Getenv(EnvRedisClusterAddrs); v != "" {
+		return strings.Split(v, ",")
+	}
+	u, err := redisCluster.resolve("a Redis Cluster", startLocalCluster)
+	if err != nil {
+		panic(fmt.Sprintf("quotatest: no Redis Cluster for the examples: %s; %v", clusterFix, err))
+	}
 	return strings.Split(u, ",")
+}
+
+// clusterFix says how to get the shared cluster.
+const clusterFix = "apt-get install redis-server, or set " + EnvRedisClusterAddrs
+
+// startLocalCluster starts the shared cluster, of three masters, and
+// returns its addresses joined by commas.
+func startLocalCluster(context.Context) (string, error) {
+	addrs, err := startRedisCluster(3)
+	return strings.Join(addrs, ","), err
 }
 
 var (
@@ -115,20 +154,33 @@ type sharedServer struct {
 	err  error
 }
 
+// errNotInMain is resolve's error when Main does not run the tests.
+var errNotInMain = errors.New("nothing would stop it: TestMain must call quotatest.Main")
+
 func (s *sharedServer) get(tb testing.TB, what, fix string, start func(context.Context) (string, error)) string {
 	tb.Helper()
+	u, err := s.resolve(what, start)
+	switch {
+	case errors.Is(err, errNotInMain):
+		tb.Fatal(err)
+	case err != nil:
+		Unavailable(tb, what, fix, err)
+	}
+	return u
+}
+
+// resolve returns the server's URL, starting it the first time it is
+// asked for.
+func (s *sharedServer) resolve(what string, start func(context.Context) (string, error)) (string, error) {
 	if !inMain.Load() {
-		tb.Fatalf("quotatest: %s would be started for this test binary, but nothing would stop it: TestMain must call quotatest.Main", what)
+		return "", fmt.Errorf("quotatest: %s would be started for this test binary, but %w", what, errNotInMain)
 	}
 	s.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		s.url, s.err = start(ctx)
 	})
-	if s.err != nil {
-		Unavailable(tb, what, fix, s.err)
-	}
-	return s.url
+	return s.url, s.err
 }
 
 // RequireCommand fails the test (or skips it under TEST_SKIP_MISSING) when

@@ -234,11 +234,12 @@ func TestClusterBatchSpansNodes(t *testing.T) {
 }
 
 // Whatever Redis does, a caller waits no longer than its context: hung
-// (black-holed) or slow, alone or queued behind others. The margin is for
-// a busy machine; without the budget a call would wait for the client's
-// read timeout, a minute here.
+// (black-holed) or slow, alone or queued behind others. Without the budget
+// a call would wait for the client's read timeout, a minute here. The
+// margin is for the scheduling of a loaded 2-core machine, where these
+// calls were seen to return at most 3 ms past their budget.
 func TestCallersKeepTheirDeadline(t *testing.T) {
-	const budget = 50 * time.Millisecond
+	const budget, margin = 50 * time.Millisecond, 100 * time.Millisecond
 	for _, fault := range []struct {
 		name  string
 		apply func(*faultproxy.Proxy)
@@ -269,8 +270,8 @@ func TestCallersKeepTheirDeadline(t *testing.T) {
 					defer cancel()
 					start := time.Now()
 					err := c.Incr(ctx, key).Err()
-					if took := time.Since(start); took > budget+500*time.Millisecond {
-						t.Errorf("a call took %s with Redis %s; budget %s", took, fault.name, budget)
+					if took := time.Since(start); took > budget+margin {
+						t.Errorf("a call took %s with Redis %s; want at most its budget %s and %s", took, fault.name, budget, margin)
 					}
 					if err == nil {
 						t.Errorf("a call to a %s Redis succeeded", fault.name)
@@ -293,15 +294,21 @@ func TestAbandonedCallIsNotSent(t *testing.T) {
 	}
 	t.Cleanup(func() { proxy.Close() })
 	c := singleNode(t, proxy.Addr())
-	redisbatch.Enable(c, redisbatch.WithMaxInFlight(1))
+	b := redisbatch.Enable(c, redisbatch.WithMaxInFlight(1))
 	key := prefix(t) + "n"
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	proxy.SetLatency(200*time.Millisecond, 200*time.Millisecond)
 	first := make(chan error)
+	trips := b.Stats().RoundTrips
 	go func() { first <- c.Incr(ctx, key).Err() }()
-	time.Sleep(50 * time.Millisecond) // the first is out
+	// The first is out once the batcher has counted its round trip.
+	for deadline := time.Now().Add(5 * time.Second); b.Stats().RoundTrips == trips; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first increment did not leave in 5 s")
+		}
+	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	if err := c.Incr(short, key).Err(); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("the queued call: %v, want its deadline", err)
