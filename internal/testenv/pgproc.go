@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"github.com/tileapi/tileapi/quota/quotatest"
+
 	"context"
 	"errors"
 	"fmt"
@@ -34,7 +36,7 @@ func startLocalPostGIS(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir, err := tempDir("postgres")
+	dir, err := quotatest.TempDir("postgres")
 	if err != nil {
 		return "", err
 	}
@@ -43,7 +45,7 @@ func startLocalPostGIS(ctx context.Context) (string, error) {
 		s.stop()
 		return "", err
 	}
-	own(s.stop)
+	quotatest.OnExit(s.stop)
 	return s.url("tileapi_test"), nil
 }
 
@@ -70,7 +72,7 @@ func (s *postgresServer) start(ctx context.Context, bin string) error {
 		return fmt.Errorf("testenv: initdb: %w: %s", err, lastLine(out))
 	}
 
-	if s.port, err = freePort(); err != nil {
+	if s.port, err = quotatest.FreePort(); err != nil {
 		return err
 	}
 	logPath := filepath.Join(s.dir, "postgres.log")
@@ -88,7 +90,7 @@ func (s *postgresServer) start(ctx context.Context, bin string) error {
 	// SIGQUIT is an immediate shutdown: the postmaster ends its backends
 	// and removes its shared memory.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
-	if err := spawn(s.cmd); err != nil {
+	if err := quotatest.Spawn(s.cmd); err != nil {
 		s.cmd = nil
 		return fmt.Errorf("testenv: start postgres: %w", err)
 	}

@@ -110,8 +110,7 @@ var inMain atomic.Bool
 // m is a *testing.M, or something that runs one and returns its code.
 func Main(m interface{ Run() int }) int {
 	inMain.Store(true)
-	defer stopOwned()
-	return quotatest.Main(m)
+	return quotatest.Main(m) // which stops what was started with quotatest.OnExit
 }
 
 // sharedServer is started once per test binary, the first time a test

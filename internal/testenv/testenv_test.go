@@ -3,11 +3,9 @@ package testenv
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,50 +14,58 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(envHelper) == "crash" {
-		crashHelper()
+	switch os.Getenv(envHelper) {
+	case "crash":
+		startPrintAndWait()
 		return
+	case "exit":
+		var pgURL string
+		code := Main(runner(func() int { pgURL = startPrintAndWait(); return 0 }))
+		// Main has returned, and this process still lives: what Main
+		// stopped is gone, and not by the process's death.
+		if postgisAnswers(context.Background(), pgURL) == nil {
+			fmt.Println("alive")
+		} else {
+			fmt.Println("gone")
+		}
+		os.Exit(code)
 	}
 	os.Exit(Main(m))
 }
 
-// envHelper makes the test binary play a test binary under test: see
-// crashHelper.
+// envHelper makes the test binary play a test binary under test: one that
+// starts a PostgreSQL, says where, and is killed ("crash") or returns
+// from its tests through Main ("exit").
 const envHelper = "TESTENV_HELPER"
 
-// The servers started from this machine's binaries answer, and are gone,
-// directory and all, once Main's cleanup has run.
-func TestLocalServersStopAtExit(t *testing.T) {
-	ctx := context.Background()
-	before := ownDirs()
-	pgURL, err := startLocalPostGIS(ctx)
+type runner func() int
+
+func (r runner) Run() int { return r() }
+
+// startPrintAndWait starts a PostgreSQL as DatabaseURL would, prints its
+// URL, and waits for a line on stdin (none: until killed).
+func startPrintAndWait() string {
+	pgURL, err := startLocalPostGIS(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(pgURL)
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+	return pgURL
+}
+
+// helper runs this test binary as a helper of mode, and returns its
+// PostgreSQL's URL and how to end it: a kill, or a line on its stdin,
+// after which it says whether its PostgreSQL outlived Main.
+func helper(t *testing.T, mode string) (pgURL string, end func(kill bool) string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envHelper+"="+mode)
+	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dirs := slices.DeleteFunc(ownDirs(), func(d string) bool { return slices.Contains(before, d) })
-	if len(dirs) != 1 {
-		t.Fatalf("this binary's directories: %q, want one for PostgreSQL", dirs)
-	}
-	if err := postgisAnswers(ctx, pgURL); err != nil {
-		t.Fatalf("self-started PostgreSQL: %v", err)
-	}
-
-	stopOwned()
-	if err := postgisAnswers(ctx, pgURL); err == nil {
-		t.Error("PostgreSQL still answers after cleanup")
-	}
-	for _, d := range dirs {
-		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s is left after cleanup (%v)", d, err)
-		}
-	}
-}
-
-// A test binary killed before Main can clean up takes its servers with it
-// (parent-death signal), and the next binary removes its directories.
-func TestKilledBinaryLeavesNothing(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envHelper+"=crash")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -68,39 +74,49 @@ func TestKilledBinaryLeavesNothing(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	var pgURL string
+	lines := bufio.NewReader(out)
+	line, err := lines.ReadString('\n')
 	if _, err2 := fmt.Sscan(line, &pgURL); err != nil || err2 != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		t.Fatalf("helper said %q (%v, %v)", line, err, err2)
 	}
-
-	ctx := context.Background()
-	if !eventually(func() bool { return postgisAnswers(ctx, pgURL) != nil }) {
-		t.Error("the killed binary's PostgreSQL still answers")
-	}
-	prefix := fmt.Sprintf("%s/%s%d-", os.TempDir(), tempPrefix, cmd.Process.Pid)
-	left := func() []string { return globDirs(prefix) }
-	if len(left()) != 1 {
-		t.Fatalf("the killed binary left %q, want its directory until a sweep", left())
-	}
-	sweepTempDirs()
-	if d := left(); len(d) != 0 {
-		t.Errorf("after the sweep: %q", d)
+	return pgURL, func(kill bool) string {
+		said := ""
+		if kill {
+			_ = cmd.Process.Kill()
+		} else {
+			fmt.Fprintln(in)
+			said, _ = lines.ReadString('\n')
+		}
+		_ = cmd.Wait()
+		return strings.TrimSpace(said)
 	}
 }
 
-// crashHelper starts a PostgreSQL, prints its URL and waits to be killed.
-func crashHelper() {
+// A PostgreSQL started from this machine's binaries answers, and is gone
+// once the binary's Main returns.
+func TestLocalServersStopAtExit(t *testing.T) {
 	ctx := context.Background()
-	pgURL, err := startLocalPostGIS(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	pgURL, end := helper(t, "exit")
+	if err := postgisAnswers(ctx, pgURL); err != nil {
+		end(true)
+		t.Fatalf("self-started PostgreSQL: %v", err)
 	}
-	fmt.Println(pgURL)
-	select {}
+	if said := end(false); said != "gone" {
+		t.Errorf("after Main returned, the helper's PostgreSQL was %q, want gone", said)
+	}
+}
+
+// A test binary killed before Main can clean up takes its PostgreSQL
+// with it (parent-death signal; quotatest sweeps its directory).
+func TestKilledBinaryLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	pgURL, end := helper(t, "crash")
+	end(true)
+	if !eventually(func() bool { return postgisAnswers(ctx, pgURL) != nil }) {
+		t.Error("the killed binary's PostgreSQL still answers")
+	}
 }
 
 func postgisAnswers(ctx context.Context, url string) error {
@@ -113,22 +129,6 @@ func postgisAnswers(ctx context.Context, url string) error {
 	defer conn.Close(ctx)
 	var v string
 	return conn.QueryRow(ctx, "SELECT postgis_version()").Scan(&v)
-}
-
-// ownDirs lists this binary's server directories.
-func ownDirs() []string {
-	return globDirs(fmt.Sprintf("%s/%s%d-", os.TempDir(), tempPrefix, os.Getpid()))
-}
-
-func globDirs(prefix string) []string {
-	entries, _ := os.ReadDir(os.TempDir())
-	var dirs []string
-	for _, e := range entries {
-		if p := os.TempDir() + "/" + e.Name(); strings.HasPrefix(p, prefix) {
-			dirs = append(dirs, p)
-		}
-	}
-	return dirs
 }
 
 // eventually reports whether cond holds within ten seconds: a killed

@@ -3,6 +3,7 @@ package quotatest
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,11 @@ import (
 	"syscall"
 )
 
+// What follows serves any helper that starts servers for a whole test
+// binary, as this package does for Redis (tileapi's testenv starts
+// PostgreSQL with it): stopped when Main returns, gone with the binary
+// if it is killed, their directories swept by the next binary.
+
 // owned holds how to stop what this test binary started for all of its
 // tests (servers, their directories); Main runs it, last first.
 var owned struct {
@@ -21,7 +27,9 @@ var owned struct {
 	stops []func()
 }
 
-func own(stop func()) {
+// OnExit has Main run stop once the binary's tests are done, after what
+// was registered later.
+func OnExit(stop func()) {
 	owned.mu.Lock()
 	defer owned.mu.Unlock()
 	owned.stops = append(owned.stops, stop)
@@ -37,11 +45,12 @@ func stopOwned() {
 	}
 }
 
-// spawn starts cmd from one OS thread that lives as long as the test
-// binary. A parent-death signal (Pdeathsig) fires when the thread that
-// forked the child exits, not the process: from an ordinary goroutine's
-// thread it could kill a server in the middle of the tests.
-func spawn(cmd *exec.Cmd) error {
+// Spawn starts cmd from one OS thread that lives as long as the test
+// binary, so that a parent-death signal (Pdeathsig) set in cmd fires
+// only when the binary dies: it fires when the thread that forked the
+// child exits, not the process, and from an ordinary goroutine's thread
+// it could kill a server in the middle of the tests.
+func Spawn(cmd *exec.Cmd) error {
 	spawner.once.Do(func() {
 		spawner.cmds = make(chan spawnRequest)
 		go func() {
@@ -72,10 +81,11 @@ const tempPrefix = "quotatest-"
 
 var sweepOnce sync.Once
 
-// tempDir makes a directory for a server of this test binary. The first
+// TempDir makes a directory for a server of this test binary, named for
+// kind, removed by whoever stops the server (OnExit). The first
 // call removes those of test binaries that are gone: a binary killed or
 // timed out never reaches Main, though its servers die with it.
-func tempDir(kind string) (string, error) {
+func TempDir(kind string) (string, error) {
 	sweepOnce.Do(sweepTempDirs)
 	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-%s-", tempPrefix, os.Getpid(), kind))
 	if err != nil {
@@ -96,4 +106,14 @@ func sweepTempDirs() {
 			os.RemoveAll(dir)
 		}
 	}
+}
+
+// FreePort returns a loopback TCP port free at the moment of asking.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("quotatest: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

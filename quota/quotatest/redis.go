@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,7 +41,7 @@ func StartRedisServer(tb testing.TB, extra ...string) *RedisServer {
 }
 
 func newRedisServer(dir string, extra ...string) (*RedisServer, error) {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +60,7 @@ func (s *RedisServer) Start() error {
 	// Should the test binary die before its cleanup runs, take the server
 	// with it.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := spawn(s.cmd); err != nil {
+	if err := Spawn(s.cmd); err != nil {
 		s.cmd = nil
 		return fmt.Errorf("quotatest: start redis-server: %w", err)
 	}
@@ -78,7 +77,7 @@ func startLocalRedis(context.Context) (string, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return "", err
 	}
-	dir, err := tempDir("redis")
+	dir, err := TempDir("redis")
 	if err != nil {
 		return "", err
 	}
@@ -87,7 +86,7 @@ func startLocalRedis(context.Context) (string, error) {
 		os.RemoveAll(dir)
 		return "", err
 	}
-	own(func() {
+	OnExit(func() {
 		s.Stop()
 		os.RemoveAll(dir)
 	})
@@ -131,12 +130,12 @@ func startRedisCluster(n int) ([]string, error) {
 			return nil, err
 		}
 	}
-	dir, err := tempDir("cluster")
+	dir, err := TempDir("cluster")
 	if err != nil {
 		return nil, err
 	}
 	var nodes []*RedisServer
-	own(func() {
+	OnExit(func() {
 		for _, s := range nodes {
 			s.Stop()
 		}
@@ -177,15 +176,6 @@ func startRedisCluster(n int) ([]string, error) {
 		}
 	}
 	return addrs, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("quotatest: free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func waitPing(addr string, timeout time.Duration) error {

@@ -50,7 +50,7 @@ func StartSentinels(tb testing.TB) *Sentinels {
 	ports, ids := make([]int, 3), make([]string, 3)
 	for i := range ports {
 		var err error
-		if ports[i], err = freePort(); err != nil {
+		if ports[i], err = FreePort(); err != nil {
 			tb.Fatal(err)
 		}
 		id := make([]byte, 20)
@@ -115,7 +115,7 @@ func (s *Sentinels) KillPrimary() { s.Primary.Stop() }
 // It keeps its data, and may still be promoted.
 func (s *Sentinels) CutReplica(tb testing.TB) {
 	tb.Helper()
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		tb.Fatal(err)
 	}
