@@ -8,11 +8,11 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tileapi/tileapi/quota/internal/redisclock"
 	"github.com/tileapi/tileapi/quota/internal/redislayout"
 )
 
@@ -54,7 +54,7 @@ type Redis struct {
 	client rediser
 	prefix string
 	now    func() time.Time
-	offset clockOffset
+	offset redisclock.Offset
 	source PeriodSource
 }
 
@@ -259,7 +259,7 @@ func (r *Redis) decision(identity string, plan Plan, sliding, periods []int, cos
 		index = h.field(redislayout.First) + h.field(redislayout.Tail) - 1
 	}
 	if r.now == nil {
-		r.offset.observe(now)
+		r.offset.Observe(now)
 	}
 	return decide(identity, plan, cost, admitted || extra.field(1) == 1, now, index, raw, marks), nil
 }
@@ -373,58 +373,15 @@ func (r *Redis) chargeCallRestoring(identity string, plan Plan, sliding, periods
 	return keys, append(args, string(missing))
 }
 
-// deadline is when, in Redis time (microseconds, by the offset of Redis's
-// clock seen so far), a charge must be made for its reply to reach the
-// caller before ctx's deadline: halfway there. 0 (none) without a
-// deadline, an offset, or with an injected clock.
+// deadline is when, in Redis time, a charge must be made for its reply
+// to reach the caller before ctx's deadline (redisclock.Offset.Deadline):
+// a charge made but answered late would be charged and not served. 0
+// (none) with an injected clock.
 func (r *Redis) deadline(ctx context.Context) int64 {
-	d, ok := ctx.Deadline()
-	if !ok || r.now != nil {
+	if r.now != nil {
 		return 0
 	}
-	off, ok := r.offset.get()
-	if !ok {
-		return 0
-	}
-	// The script must also run early enough for its reply to arrive in
-	// time: a charge made but answered late would be charged and not
-	// served. Half of what is left goes to the trip back.
-	left := time.Until(d).Microseconds()
-	return max(d.UnixMicro()-left/2+off, 1)
-}
-
-// clockOffset estimates how far Redis's clock is ahead of this process's,
-// from below: each reply carries the time Redis decided at, which came
-// before the reply arrived, so that time less the arrival time is at most
-// the true offset, and the largest such sample is the closest. A deadline
-// moved into Redis time by it is never later than the true one, so a
-// script never charges after the caller gave up (but for a reply delayed
-// after a charge made in time). The estimate is taken afresh every minute,
-// so it follows a clock stepped back.
-type clockOffset struct {
-	mu    sync.Mutex
-	best  int64     // microseconds
-	since time.Time // when best was first taken, zero for none
-}
-
-// observe takes redisMicros, the time Redis decided at, of a reply that
-// arrived now.
-func (c *clockOffset) observe(redisMicros int64) {
-	now := time.Now()
-	sample := redisMicros - now.UnixMicro()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.since.IsZero() || now.Sub(c.since) > time.Minute {
-		c.best, c.since = sample, now
-		return
-	}
-	c.best = max(c.best, sample)
-}
-
-func (c *clockOffset) get() (int64, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.best, !c.since.IsZero()
+	return r.offset.Deadline(ctx)
 }
 
 // windowCount is the number of windows the log of plan measures: its

@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/tileapi/tileapi/quota/internal/redisclock"
 	"github.com/tileapi/tileapi/quota/internal/redislayout"
 	"strconv"
 	"sync"
@@ -84,8 +85,8 @@ type Redis struct {
 	client  scripter
 	prefix  string
 	lease   time.Duration
-	offset  clockOffset // of Redis's clock from this process's
-	pending pending     // releases to be made again
+	offset  redisclock.Offset // of Redis's clock from this process's
+	pending pending           // releases to be made again
 }
 
 // Option configures a Redis.
@@ -131,7 +132,7 @@ func (r *Redis) Acquire(ctx context.Context, identity string, max int) (Lease, *
 		return Lease{}, nil, err
 	}
 	released := r.pending.of(identity)
-	args := append([]any{id, max, r.lease.Milliseconds(), r.offset.deadline(ctx)}, anys(released)...)
+	args := append([]any{id, max, r.lease.Milliseconds(), r.offset.Deadline(ctx)}, anys(released)...)
 	reply, err := acquireScript.Run(ctx, r.client, []string{r.key(identity)}, args...).Int64Slice()
 	if err != nil {
 		r.pending.add(Lease{identity: identity, id: id}, r.lease)
@@ -140,7 +141,7 @@ func (r *Redis) Acquire(ctx context.Context, identity string, max int) (Lease, *
 	if len(reply) != 3 || reply[0] < -1 || reply[0] > 1 {
 		return Lease{}, nil, fmt.Errorf("inflight: acquire: script returned %v", reply)
 	}
-	r.offset.observe(reply[2])
+	r.offset.Observe(reply[2])
 	r.pending.done(identity, released)
 	switch reply[0] {
 	case -1:

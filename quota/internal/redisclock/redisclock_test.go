@@ -1,0 +1,34 @@
+package redisclock
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// The deadline in Redis time is the caller's, moved by the largest offset
+// seen, less half of what is left for the reply's way back; none before a
+// reply or without a deadline.
+func TestDeadline(t *testing.T) {
+	var c Offset
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if d := c.Deadline(ctx); d != 0 {
+		t.Errorf("before any reply: %d, want 0", d)
+	}
+	ahead := (10 * time.Second).Microseconds()
+	c.Observe(time.Now().UnixMicro() + ahead - 1000) // a sample a millisecond below the truth
+	c.Observe(time.Now().UnixMicro() + ahead)
+	c.Observe(time.Now().UnixMicro() + ahead - 5000) // smaller samples do not lower the estimate
+	if d := c.Deadline(context.Background()); d != 0 {
+		t.Errorf("without a deadline: %d, want 0", d)
+	}
+	end, _ := ctx.Deadline()
+	got := c.Deadline(ctx)
+	// Half of the second left goes to the way back, give or take the time
+	// this test takes.
+	want := end.UnixMicro() + ahead - (500 * time.Millisecond).Microseconds()
+	if got < want-(100*time.Millisecond).Microseconds() || got > want+(100*time.Millisecond).Microseconds() {
+		t.Errorf("deadline %d, want about %d (%+d µs)", got, want, got-want)
+	}
+}
