@@ -266,7 +266,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	if err := openKeys(ctx, c, &cfg, store, demo, stdout, log); err != nil {
+	index, err := openKeys(ctx, c, &cfg, store, demo, stdout)
+	if err != nil {
 		return err
 	}
 
@@ -274,6 +275,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	// Loaded once the server is told of each key it takes in.
+	if err := index.Refresh(ctx); err != nil {
+		return err
+	}
+	log.Info("key index loaded", "keys", index.Len())
+	go index.Run(ctx, func(err error) { log.Warn("key index refresh failed; serving the keys it has", "err", err) })
 	conns, err := connCap(c.maxConns, o.reserve)
 	if err != nil {
 		return err
@@ -417,23 +424,18 @@ func openData(ctx context.Context, c serveConfig, cfg *httpapi.Config, rdb redis
 }
 
 // openKeys adds the demo keys to store and sets the key index that
-// requests are answered from, refreshed in the background.
-func openKeys(ctx context.Context, c serveConfig, cfg *httpapi.Config, store keyStore, demo []demoKey, stdout io.Writer, log *slog.Logger) error {
+// requests are answered from, still empty: the caller refreshes it.
+func openKeys(ctx context.Context, c serveConfig, cfg *httpapi.Config, store keyStore, demo []demoKey, stdout io.Writer) (*keys.Index, error) {
 	cfg.KeyAdmin = store
 	if err := addDemoKeys(ctx, store, demo, stdout); err != nil {
-		return err
+		return nil, err
 	}
 	index := keys.NewIndex(store, c.keyCacheTTL)
-	if err := index.Refresh(ctx); err != nil {
-		return err
-	}
-	log.Info("key index loaded", "keys", index.Len())
-	go index.Run(ctx, func(err error) { log.Warn("key index refresh failed; serving the keys it has", "err", err) })
 	cfg.Keys = index
 	if len(demo) > 0 {
 		cfg.DemoKey = demo[0].secret // prefilled in the demo page
 	}
-	return nil
+	return index, nil
 }
 
 // serveListeners serves the public listener and the admin one until ctx

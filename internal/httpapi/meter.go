@@ -56,7 +56,8 @@ func (s *Server) identify(r *http.Request) (caller, error) {
 }
 
 // planOf is k's plan with k's own overrides applied, resolved once for
-// each version of the key (see keyPlans), not at every request. Overrides
+// each version of the key (see keyPlans), when the key index takes it in
+// (keys.Index.OnChange), not at every request. Overrides
 // that no longer apply (a plans file changed under them) are logged and
 // left out: the key keeps its plan.
 func (s *Server) planOf(k keys.Key) (plans.Plan, error) {

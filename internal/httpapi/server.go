@@ -236,6 +236,11 @@ func NewServer(cfg Config) (*Server, error) {
 		retries:     make(chan struct{}, maxRetries),
 	}
 	s.meter = s.newGate(denials)
+	// Each key's plan is resolved when the index takes the key in, off
+	// the request path.
+	if index, ok := cfg.Keys.(interface{ OnChange(func(keys.Key)) }); ok {
+		index.OnChange(func(k keys.Key) { _, _ = s.planOf(k) })
+	}
 	if cfg.InFlight != nil {
 		s.inFlight = budgetInFlight{f: cfg.InFlight, timeout: cfg.QuotaTimeout}
 	}

@@ -55,6 +55,17 @@ type Index struct {
 	unknown    map[string]time.Time // hashes the store did not have, until when that is believed
 	newest     time.Time            // the latest UpdatedAt read
 	refreshed  time.Time            // when the last successful Refresh began
+	onChange   func(Key)            // told of each key version taken in
+}
+
+// OnChange has f told of each version of a key the index takes in, by the
+// refresh or lookup that read it, before Find returns it: so a server can
+// resolve what a key needs (its plan with its overrides) once a version,
+// off the request path. Call it before the first Refresh.
+func (x *Index) OnChange(f func(Key)) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.onChange = f
 }
 
 // NewIndex returns an empty Index of store (a *Postgres or a *Memory) that
@@ -100,6 +111,7 @@ func (x *Index) Lookup(ctx context.Context, secret string) (Key, error) {
 	case err != nil:
 		return Key{}, fmt.Errorf("keys: lookup %s: %w", PrefixOf(secret), unavailable(err))
 	}
+	x.changed(k)
 	x.mu.Lock()
 	x.put(string(h), k)
 	x.mu.Unlock()
@@ -145,6 +157,20 @@ func (x *Index) refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("keys: refresh: %w", unavailable(err))
 	}
+	// Told before the index holds them, so that no request finds a key
+	// version before it is resolved; a version read again (the overlap)
+	// is not told twice.
+	x.mu.RLock()
+	var fresh []Key
+	for _, e := range changed {
+		if old, ok := x.byHash[string(e.Hash)]; !ok || e.Key.UpdatedAt.After(old.UpdatedAt) {
+			fresh = append(fresh, e.Key)
+		}
+	}
+	x.mu.RUnlock()
+	for _, k := range fresh {
+		x.changed(k)
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, e := range changed {
@@ -155,6 +181,16 @@ func (x *Index) refresh(ctx context.Context) error {
 	}
 	x.refreshed = start
 	return nil
+}
+
+// changed tells OnChange's function of k, if there is one.
+func (x *Index) changed(k Key) {
+	x.mu.RLock()
+	f := x.onChange
+	x.mu.RUnlock()
+	if f != nil {
+		f(k)
+	}
 }
 
 // Run refreshes the index at once and then every interval given to

@@ -54,6 +54,34 @@ func TestIndex(t *testing.T) {
 					t.Errorf("%d lookups, want none", n)
 				}
 			}},
+			{"each version taken in is told, before Find returns it", func(t *testing.T, s *counting, x *keys.Index) {
+				k, secret := mustCreate(t)(s.Create(ctx, "a", "free"))
+				other, otherSecret := mustCreate(t)(s.Create(ctx, "b", "free"))
+				secrets := map[int64]string{k.ID: secret, other.ID: otherSecret}
+				var told []keys.Key
+				x.OnChange(func(k keys.Key) {
+					told = append(told, k)
+					if got, err := x.Find(secrets[k.ID]); err == nil && got.UpdatedAt.Equal(k.UpdatedAt) {
+						t.Errorf("Find returned key %d's version before it was told", k.ID)
+					}
+				})
+				mustRefresh(t, x)
+				moved := mustKey(t)(s.SetPlan(ctx, k.ID, "pro"))
+				mustRefresh(t, x)
+				// A key the index does not hold yet, found by Lookup.
+				mustKey(t)(s.SetPlan(ctx, other.ID, "pro"))
+				fresh, freshSecret := mustCreate(t)(s.Create(ctx, "c", "free"))
+				secrets[fresh.ID] = freshSecret
+				mustKey(t)(x.Lookup(ctx, freshSecret))
+				var plans []string
+				for _, k := range told {
+					plans = append(plans, fmt.Sprintf("%d:%s", k.ID, k.Plan))
+				}
+				want := []string{fmt.Sprintf("%d:free", k.ID), fmt.Sprintf("%d:free", other.ID), fmt.Sprintf("%d:pro", moved.ID), fmt.Sprintf("%d:free", fresh.ID)}
+				if fmt.Sprint(plans) != fmt.Sprint(want) {
+					t.Errorf("told %v, want %v", plans, want)
+				}
+			}},
 			{"a refresh reads changes", func(t *testing.T, s *counting, x *keys.Index) {
 				k, secret := mustCreate(t)(s.Create(ctx, "a", "free"))
 				mustRefresh(t, x)
