@@ -65,21 +65,29 @@ const recordPattern = ">I%dI%d"
 
 // compactAfter is the fewest records that must have left every window
 // before the log is rewritten without them, when its room is not full.
+//
+//lint:ignore U1000 read by the scripts: layout.lua is generated from it (TestLayoutLua)
 const compactAfter = 16
 
 // minRoom is the fewest records a rewritten log has room for beyond its
 // live ones (it is given half as many again as it keeps, at least this).
+//
+//lint:ignore U1000 read by the scripts: layout.lua is generated from it (TestLayoutLua)
 const minRoom = 8
 
 // oneWrite is the most bytes of room between a new record and the header
 // that are written over (with zeros) so that the record and the header go
 // in one SETRANGE: cheaper for Redis than a second command.
+//
+//lint:ignore U1000 read by the scripts: layout.lua is generated from it (TestLayoutLua)
 const oneWrite = 256
 
 // chunkStart is where a script's first read of a log starts, counted from
 // its end: the last 4096 bytes, which hold the header and the newest
 // records, and the whole of a small log. It is text, as Redis would format
 // a number argument at a cost.
+//
+//lint:ignore U1000 read by the scripts: layout.lua is generated from it (TestLayoutLua)
 const chunkStart = "-4096"
 
 var (
