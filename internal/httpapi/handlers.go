@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/paulmach/orb/maptile"
@@ -229,7 +228,7 @@ func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile
 		return m
 	}
 	m.charge = func(ctx context.Context, store quotahttp.Store) (quota.Decision, error) {
-		return s.chargeTile(ctx, store, c, p, lk, missPrice, hitPrice)
+		return s.chargeTile(ctx, r, store, c, p, lk, missPrice, hitPrice)
 	}
 	return m
 }
@@ -241,7 +240,7 @@ func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile
 // second round trip, a charge at the hit price. Where the lookup could not
 // ride along (the quota in process, or a denial the deny cache answered)
 // it is made on its own.
-func (s *Server) chargeTile(ctx context.Context, store quotahttp.Store, c caller, p alongCache, lk *tileLookup, missPrice, hitPrice int64) (quota.Decision, error) {
+func (s *Server) chargeTile(ctx context.Context, r *http.Request, store quotahttp.Store, c caller, p alongCache, lk *tileLookup, missPrice, hitPrice int64) (quota.Decision, error) {
 	var (
 		d    quota.Decision
 		sent bool
@@ -277,7 +276,7 @@ func (s *Server) chargeTile(ctx context.Context, store quotahttp.Store, c caller
 	var tooCostly *quota.TooCostlyError
 	switch {
 	case err == nil && d.Allowed:
-		return s.lowerTile(ctx, store, c, d, hitPrice), nil
+		return s.lowerTile(ctx, r, store, c, d, hitPrice), nil
 	case err == nil || errors.As(err, &tooCostly):
 		return store.Charge(ctx, c.identity, c.plan.Quota, hitPrice)
 	}
@@ -327,7 +326,7 @@ func (s *Server) looked(ctx context.Context, lk *tileLookup, body []byte, hit bo
 // settlement and nothing after, never too much. A plan that prices work
 // has the charge settled again after the work, on the lowered receipt, so
 // there the lowering is made first, on the client's path.
-func (s *Server) lowerTile(ctx context.Context, store quotahttp.Store, c caller, d quota.Decision, hitPrice int64) quota.Decision {
+func (s *Server) lowerTile(ctx context.Context, r *http.Request, store quotahttp.Store, c caller, d quota.Decision, hitPrice int64) quota.Decision {
 	if c.plan.Cost.Settle != nil {
 		rc, ok, err := store.Settle(ctx, d.Receipt, hitPrice)
 		if err != nil || !ok {
@@ -339,17 +338,12 @@ func (s *Server) lowerTile(ctx context.Context, store quotahttp.Store, c caller,
 		lowered.Receipt = rc
 		return lowered
 	}
-	// Seven tries over 6.3 s, the last after 3.2 s.
-	settle := func(ctx context.Context) error { _, _, err := s.quota.Settle(ctx, d.Receipt, hitPrice); return err }
-	gaveUp := func() {
-		s.log.ErrorContext(ctx, "lowering a cached tile to its price given up after retries: it stays charged the miss price", "units", d.Cost-hitPrice)
-	}
-	if !s.retryLater(ctx, time.Now().Add(6400*time.Millisecond), settle, gaveUp) {
-		s.log.ErrorContext(ctx, "lowering a cached tile to its price not tried: too many pending; it stays charged the miss price", "units", d.Cost-hitPrice)
+	// In the background, retried by the gate like a refund; the observer
+	// counts the units once they are back.
+	if !s.meter.SettleLater(r, c.identity, c.plan.Quota, d, hitPrice) {
+		s.log.ErrorContext(ctx, "lowering a cached tile to its price not tried: the gate owes too much already; it stays charged the miss price", "units", d.Cost-hitPrice)
 		return d
 	}
-	// The gate counts the miss price charged: count what comes back.
-	s.metrics.unitsRefunded.WithLabelValues(c.plan.Name).Add(float64(d.Cost - hitPrice))
 	return d.Given(d.Cost - hitPrice)
 }
 

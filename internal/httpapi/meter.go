@@ -287,6 +287,9 @@ func (s *Server) observe(r *http.Request, e quotahttp.Event) {
 	case quotahttp.EventRefundFailed:
 		s.metrics.redisErrors.Inc()
 		s.log.ErrorContext(ctx, "refund failed; retrying in the background", "err", e.Err)
+	case quotahttp.EventReleaseFailed:
+		s.metrics.redisErrors.Inc()
+		s.log.WarnContext(ctx, "an in-flight slot's release failed; retrying in the background", "err", e.Err)
 	case quotahttp.EventRefundAbandoned:
 		s.log.ErrorContext(ctx, "refund given up: units stay charged", "cost", e.Cost, "err", e.Err)
 	case quotahttp.EventSettleFailed:
@@ -311,11 +314,11 @@ func (s *Server) observe(r *http.Request, e quotahttp.Event) {
 // inFlightHold is the hold of one of c's in-flight slots while its
 // request runs, if its plan limits them: refused (a *concurrencyError)
 // when all are held; a failure of the store is the gate's to judge.
-func (s *Server) inFlightHold(c caller) func(context.Context) (func(), error) {
+func (s *Server) inFlightHold(c caller) func(context.Context) (func(context.Context) error, error) {
 	if s.inFlight == nil || c.plan.MaxInFlight == 0 {
 		return nil
 	}
-	return func(ctx context.Context) (func(), error) {
+	return func(ctx context.Context) (func(context.Context) error, error) {
 		l, denial, err := s.inFlight.Acquire(ctx, c.identity, c.plan.MaxInFlight)
 		switch {
 		case err != nil:
@@ -324,18 +327,18 @@ func (s *Server) inFlightHold(c caller) func(context.Context) (func(), error) {
 			s.metrics.decisions.WithLabelValues(c.plan.Name, "in_flight_exceeded").Inc()
 			return nil, quotahttp.Refuse(&concurrencyError{plan: c.plan, denial: denial})
 		}
-		return s.release(ctx, l), nil
+		return s.renewing(ctx, l), nil
 	}
 }
 
-// release renews the lease while the request runs (a slow query must not
-// lose its slot) and returns the function that stops that and gives the
-// slot back. A release that fails is retried in the background until the
-// lease would have expired anyway (besides, inflight.Redis makes it with
-// the caller's next acquire).
-func (s *Server) release(ctx context.Context, l inflight.Lease) func() {
+// renewing renews the lease while the request runs (a slow query must not
+// lose its slot) and returns the release the gate calls once the request
+// is done: it stops the renewing and gives the slot back. The gate tries a
+// release that fails again in the background (inflight.Redis makes it
+// with the caller's next acquire too, and the lease ends it anyway).
+func (s *Server) renewing(ctx context.Context, l inflight.Lease) func(context.Context) error {
 	if l.IsZero() {
-		return func() {}
+		return func(context.Context) error { return nil }
 	}
 	done := make(chan struct{})
 	var renewing sync.WaitGroup
@@ -355,16 +358,10 @@ func (s *Server) release(ctx context.Context, l inflight.Lease) func() {
 			}
 		})
 	}
-	return func() {
-		close(done)
-		renewing.Wait()
-		if err := s.inFlight.Release(ctx, l); err != nil {
-			s.quotaStoreFailed(ctx, err)
-			release := func(ctx context.Context) error { return s.inFlight.Release(ctx, l) }
-			if !s.retryLater(ctx, time.Now().Add(s.inFlight.Lease()), release, nil) {
-				s.log.WarnContext(ctx, "an in-flight slot's release not retried: too many pending; it comes free when its lease expires")
-			}
-		}
+	var stop sync.Once
+	return func(ctx context.Context) error {
+		stop.Do(func() { close(done); renewing.Wait() })
+		return s.inFlight.Release(ctx, l)
 	}
 }
 

@@ -181,7 +181,6 @@ type Server struct {
 	keyPlans    keyPlans         // each key's plan with its overrides, once per version of the key
 	tileCache   TileCache        // cfg.TileCache within the time budget
 	cacheWrites chan struct{}    // a slot per tile cache write in flight
-	retries     chan struct{}    // a slot per call retried in the background (retryLater)
 	inFlight    InFlight         // cfg.InFlight within the time budget; nil for none
 	log         *slog.Logger
 	metrics     *metrics
@@ -233,7 +232,6 @@ func NewServer(cfg Config) (*Server, error) {
 		denials:     denials,
 		tileCache:   budgetCache{c: cfg.TileCache, timeout: cfg.QuotaTimeout},
 		cacheWrites: make(chan struct{}, maxCacheWrites),
-		retries:     make(chan struct{}, maxRetries),
 	}
 	s.meter = s.newGate(denials)
 	// Each key's plan is resolved when the index takes the key in, off

@@ -192,11 +192,12 @@ type Request struct {
 	Refusal error
 	// Hold, when set, takes what the request holds while it runs, such as
 	// one of its caller's in-flight slots, before the charge; the gate
-	// calls release once the request is done. An error made with Refuse
-	// refuses the request as Refusal does; any other is a failure of the
-	// store, for the failure policy (served without the hold when failing
-	// open).
-	Hold func(ctx context.Context) (release func(), err error)
+	// calls release once the request is done, within its time budget, and
+	// tries a release that fails again in the background, like a refund.
+	// An error made with Refuse refuses the request as Refusal does; any
+	// other is a failure of the store, for the failure policy (served
+	// without the hold when failing open).
+	Hold func(ctx context.Context) (release func(context.Context) error, err error)
 	// Charge, when set, makes the charge in place of the store's Charge
 	// at Cost, within the gate's budget, given the gate's store: for a
 	// service that sends other commands in the charge's round trip, such
@@ -235,7 +236,7 @@ func (g *Gate) ServeRequest(w http.ResponseWriter, r *http.Request, req Request,
 		case err != nil:
 			g.observe(r, Event{Kind: EventStoreFailed, Identity: req.Identity, Plan: req.Plan, Cost: req.Cost, Err: err})
 		case release != nil:
-			defer release()
+			defer g.release(r, m.Metering, release)
 		}
 	}
 	if req.Refusal != nil {

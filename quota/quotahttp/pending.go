@@ -40,15 +40,52 @@ var (
 	_ overdrafter = (*quota.DenyCache)(nil)
 )
 
-// owed is a refund or a charge the store did not answer in time.
+// owed is a refund or a charge the store did not answer in time, or a
+// settlement made in the background (SettleLater).
 type owed struct {
 	r *http.Request // detached: for the observer
-	// m is the request's metering: a refund gives back its receipt.
+	// m is the request's metering: a refund gives back its receipt, a
+	// settlement lowers it.
 	m Metering
-	// id names a pending charge of cost units; "" for a refund.
+	// id names a pending charge of cost units; "" for a refund or a
+	// settlement.
 	id    string
 	cost  int64
 	since time.Time
+	// settle marks a settlement of m's receipt down to actual units.
+	settle bool
+	actual int64
+	// release, when set, gives back a hold (Request.Hold) of m's request.
+	release func(context.Context) error
+}
+
+// release gives back the hold of m's request within the time budget, and
+// owes it to the backlog if that fails.
+func (g *Gate) release(r *http.Request, m Metering, release func(context.Context) error) {
+	err := g.call(r.Context(), release)
+	if err == nil {
+		return
+	}
+	g.observe(r, Event{Kind: EventReleaseFailed, Identity: m.Identity, Plan: m.Plan, Cost: m.Cost, Err: err})
+	if g.backlog.reserve() {
+		g.owe(owed{r: detached(r), m: m, release: release, since: time.Now()})
+	}
+}
+
+// SettleLater lowers the charge of d, a decision of the gate's store for
+// identity under plan, to actual units in the background, tried again
+// like a refund while the store fails (for up to ten minutes), so that the
+// request does not wait for it: a price known only after the charge (a
+// cached tile's, cheaper than the miss it was charged as). The observer
+// is told (EventSettled, or EventSettleFailed once given up). It reports
+// false, having done nothing, when the gate owes its pending limit
+// already (WithPendingLimit). r is the request, for the observer.
+func (g *Gate) SettleLater(r *http.Request, identity string, plan quota.Plan, d quota.Decision, actual int64) bool {
+	if d.Receipt.IsZero() || !g.backlog.reserve() {
+		return false
+	}
+	g.owe(owed{r: detached(r), m: Metering{Identity: identity, Plan: plan, Cost: d.Cost, Decision: d}, settle: true, actual: actual, since: time.Now()})
+	return true
 }
 
 // backlog holds what a gate owes the store, first owed first, and the one
@@ -165,6 +202,13 @@ var (
 // given up (too old, or refused by the store as invalid).
 func (g *Gate) attempt(o owed) bool {
 	old := time.Since(o.since) > pendingLife
+	if o.settle {
+		return g.settleOnce(o, old)
+	}
+	if o.release != nil {
+		// A hold's lease ends it in the end: given up when old.
+		return old || g.call(o.r.Context(), o.release) == nil
+	}
 	if o.id == "" {
 		if old {
 			g.observe(o.r, Event{Kind: EventRefundAbandoned, Identity: o.m.Identity, Plan: o.m.Plan, Cost: o.m.Cost, Err: errPendingSpent})
@@ -195,6 +239,34 @@ func (g *Gate) attempt(o owed) bool {
 	}
 	g.observe(o.r, e)
 	return e.Kind != EventChargeRetryFailed
+}
+
+// settleOnce tries the settlement o once (or gives it up, when old), and
+// reports whether it is done with.
+func (g *Gate) settleOnce(o owed, old bool) bool {
+	rc := o.m.Decision.Receipt
+	e := Event{Kind: EventSettled, Identity: o.m.Identity, Plan: o.m.Plan, Cost: o.m.Cost, Units: rc.Cost() - o.actual}
+	if old {
+		e.Kind, e.Units, e.Err = EventSettleFailed, 0, errPendingSpent
+		g.observe(o.r, e)
+		return true
+	}
+	var settled bool
+	err := g.call(o.r.Context(), func(ctx context.Context) error {
+		var err error
+		_, settled, err = g.store.Settle(ctx, rc, o.actual)
+		return err
+	})
+	switch {
+	case errors.Is(err, quota.ErrInvalid):
+		e.Kind, e.Units, e.Err = EventSettleFailed, 0, err
+	case err != nil:
+		return false // tried again
+	case !settled:
+		e.Units = 0 // settled or refunded already
+	}
+	g.observe(o.r, e)
+	return true
 }
 
 // Pending returns how many refunds and charges the gate owes the store:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,9 +39,9 @@ func TestServeRequest(t *testing.T) {
 		{"charged", nil, quotahttp.Request{Cost: 3}, want{200, "charged", true, 3}},
 		{"refused up front", nil, quotahttp.Request{Cost: 3, Refusal: quotahttp.Refuse(errBusy)}, want{409, "refused", false, 0}},
 		{"refused up front, shadow", []quotahttp.Option{quotahttp.WithShadow()}, quotahttp.Request{Cost: 3, Refusal: quotahttp.Refuse(errBusy)}, want{200, "shadow-denied", true, 0}},
-		{"hold refused", nil, quotahttp.Request{Cost: 3, Hold: func(context.Context) (func(), error) { return nil, quotahttp.Refuse(errBusy) }}, want{409, "refused", false, 0}},
-		{"hold failed, open", nil, quotahttp.Request{Cost: 3, Hold: func(context.Context) (func(), error) { return nil, errors.New("redis down") }}, want{200, "charged", true, 3}},
-		{"hold failed, closed", []quotahttp.Option{quotahttp.WithFailClosed()}, quotahttp.Request{Cost: 3, Hold: func(context.Context) (func(), error) { return nil, errors.New("redis down") }}, want{503, "refused", false, 0}},
+		{"hold refused", nil, quotahttp.Request{Cost: 3, Hold: func(context.Context) (func(context.Context) error, error) { return nil, quotahttp.Refuse(errBusy) }}, want{409, "refused", false, 0}},
+		{"hold failed, open", nil, quotahttp.Request{Cost: 3, Hold: func(context.Context) (func(context.Context) error, error) { return nil, errors.New("redis down") }}, want{200, "charged", true, 3}},
+		{"hold failed, closed", []quotahttp.Option{quotahttp.WithFailClosed()}, quotahttp.Request{Cost: 3, Hold: func(context.Context) (func(context.Context) error, error) { return nil, errors.New("redis down") }}, want{503, "refused", false, 0}},
 		{"own charge", nil, quotahttp.Request{Cost: 3, Charge: func(ctx context.Context, s quotahttp.Store) (quota.Decision, error) {
 			return s.Charge(ctx, "own", plan, 7) // charged elsewhere, at another price
 		}}, want{200, "charged", true, 0}},
@@ -50,9 +51,9 @@ func TestServeRequest(t *testing.T) {
 			tc.req.Identity, tc.req.Plan = identity, plan
 			released := false
 			if hold := tc.req.Hold; hold != nil {
-				tc.req.Hold = func(ctx context.Context) (func(), error) {
-					release, err := hold(ctx)
-					return func() { released = true; release() }, err
+				tc.req.Hold = func(ctx context.Context) (func(context.Context) error, error) {
+					_, err := hold(ctx)
+					return func(context.Context) error { released = true; return nil }, err
 				}
 			}
 			answered := ""
@@ -87,9 +88,9 @@ func TestServeRequestReleasesItsHold(t *testing.T) {
 	store := quota.NewMemory(nil)
 	plan := mustPlan(t, quota.PerMinute(10))
 	var events []string
-	req := quotahttp.Request{Identity: "id", Plan: plan, Cost: 1, Hold: func(context.Context) (func(), error) {
+	req := quotahttp.Request{Identity: "id", Plan: plan, Cost: 1, Hold: func(context.Context) (func(context.Context) error, error) {
 		events = append(events, "held")
-		return func() { events = append(events, "released") }, nil
+		return func(context.Context) error { events = append(events, "released"); return nil }, nil
 	}}
 	quotahttp.New(store).ServeRequest(httptest.NewRecorder(), requestTo("/", 1), req,
 		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { events = append(events, "served") }))
@@ -107,4 +108,40 @@ func TestHandlerNeedsAPlan(t *testing.T) {
 		}
 	}()
 	quotahttp.New(quota.NewMemory(nil)).Handler(http.NotFoundHandler())
+}
+
+// A release that fails is told to the observer and tried again in the
+// background until it is made.
+func TestServeRequestRetriesARelease(t *testing.T) {
+	plan := mustPlan(t, quota.PerMinute(10))
+	var mu sync.Mutex
+	tries, failed := 0, 0
+	req := quotahttp.Request{Identity: "id", Plan: plan, Cost: 1, Hold: func(context.Context) (func(context.Context) error, error) {
+		return func(context.Context) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if tries++; tries < 3 {
+				return errors.New("redis down")
+			}
+			return nil
+		}, nil
+	}}
+	gate := quotahttp.New(quota.NewMemory(nil), quotahttp.WithObserver(func(_ *http.Request, e quotahttp.Event) {
+		if e.Kind == quotahttp.EventReleaseFailed {
+			mu.Lock()
+			failed++
+			mu.Unlock()
+		}
+	}))
+	gate.ServeRequest(httptest.NewRecorder(), requestTo("/", 1), req, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for deadline := time.Now().Add(10 * time.Second); gate.Pending() > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the release is still owed after 10 s")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if tries != 3 || failed != 1 {
+		t.Errorf("%d tries, %d failures observed; want 3 tries (two failing) and the first failure observed", tries, failed)
+	}
 }

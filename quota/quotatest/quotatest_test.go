@@ -107,21 +107,27 @@ func TestKilledBinaryLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	line, err := bufio.NewReader(out).ReadString('\n')
+	// While the helper lives its directory is there: no sweep takes the
+	// directory of a binary still running. Once it is dead, any binary's
+	// first TempDir may sweep it (other test binaries run at the same
+	// time); this one's sweep certainly does.
+	prefix := fmt.Sprintf("%s/%s%d-", os.TempDir(), tempPrefix, cmd.Process.Pid)
+	left := func() []string { return globDirs(prefix) }
+	sweepTempDirs()
+	alive := left()
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	var redisURL string
 	if _, err2 := fmt.Sscan(line, &redisURL); err != nil || err2 != nil {
 		t.Fatalf("helper said %q (%v, %v)", line, err, err2)
 	}
+	if len(alive) != 1 {
+		t.Fatalf("the running helper has %q, want its directory, kept through a sweep", alive)
+	}
 
 	ctx := context.Background()
 	if !eventually(func() bool { return pingRedis(ctx, redisURL) != nil }) {
 		t.Error("the killed binary's Redis still answers")
-	}
-	prefix := fmt.Sprintf("%s/%s%d-", os.TempDir(), tempPrefix, cmd.Process.Pid)
-	left := func() []string { return globDirs(prefix) }
-	if len(left()) != 1 {
-		t.Fatalf("the killed binary left %q, want its directory until a sweep", left())
 	}
 	sweepTempDirs()
 	if d := left(); len(d) != 0 {
