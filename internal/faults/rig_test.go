@@ -287,13 +287,16 @@ func (r *rig) drained(t *testing.T) {
 		if r.dead[i].Load() {
 			continue // what it owed is lost with it
 		}
+		// Every charge queued is applied, and the gate owes nothing more
+		// (refunds, settlements, releases).
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			queued, applied := pendingCharges(t, u, "queued"), pendingCharges(t, u, "applied")
-			if queued == applied {
+			owed := metricValue(t, u, "tileapi_quota_owed ")
+			if queued == applied && owed == 0 {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s still owes %d of the %d charges it queued 30 s after the fault", u, queued-applied, queued)
+				t.Fatalf("%s still owes %d of the %d charges it queued, and %d calls in all, 30 s after the fault", u, queued-applied, queued, owed)
 			}
 		}
 	}
@@ -302,6 +305,13 @@ func (r *rig) drained(t *testing.T) {
 // pendingCharges reads tileapi_quota_pending_charges_total{outcome} from
 // the metrics of the server at base: 0 before the first.
 func pendingCharges(t *testing.T, base, outcome string) int64 {
+	t.Helper()
+	return metricValue(t, base, `tileapi_quota_pending_charges_total{outcome="`+outcome+`"} `)
+}
+
+// metricValue reads the metric line that starts with name (its labels and
+// a space included) from the metrics of the server at base: 0 if none.
+func metricValue(t *testing.T, base, name string) int64 {
 	t.Helper()
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
@@ -312,7 +322,6 @@ func pendingCharges(t *testing.T, base, outcome string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := `tileapi_quota_pending_charges_total{outcome="` + outcome + `"} `
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, name); ok {
 			n, err := strconv.ParseFloat(v, 64)

@@ -234,13 +234,24 @@ func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile
 }
 
 // chargeTile charges a tile at the miss price with its cache lookup in the
-// same round trip. A hit then costs the hit price (an empty one, one unit):
-// the difference is given back off the client's path (lowerTile). Only
-// when the miss price does not fit and the tile is cached is there a
-// second round trip, a charge at the hit price. Where the lookup could not
-// ride along (the quota in process, or a denial the deny cache answered)
-// it is made on its own.
+// same round trip (quota.Redis.ChargeWith), then prices what the cache
+// holds (priceCached).
 func (s *Server) chargeTile(ctx context.Context, r *http.Request, store quotahttp.Store, c caller, p alongCache, lk *tileLookup, missPrice, hitPrice int64) (quota.Decision, error) {
+	d, looked, err := s.chargeLookingUp(ctx, store, c, p, lk, missPrice)
+	if !looked || !lk.hit {
+		return d, err
+	}
+	return s.priceCached(ctx, r, store, c, lk, d, err, missPrice, hitPrice)
+}
+
+// chargeLookingUp charges the miss price with the tile's lookup along and
+// fills lk from its answer. Where the lookup could not ride along (the
+// quota in process) it is made on its own; where Redis failed the tile is
+// a miss, with no second wait. It reports false, lk not looked up, when
+// the deny cache refused the least a tile can cost (a cached empty one):
+// whether the tile is cached changes nothing then, so a client hammering
+// after its 429 costs no round trip, not even the lookup.
+func (s *Server) chargeLookingUp(ctx context.Context, store quotahttp.Store, c caller, p alongCache, lk *tileLookup, missPrice int64) (quota.Decision, bool, error) {
 	var (
 		d    quota.Decision
 		sent bool
@@ -254,30 +265,31 @@ func (s *Server) chargeTile(ctx context.Context, r *http.Request, store quotahtt
 	}
 	switch {
 	case storeFailure(err) != err:
-		s.looked(ctx, lk, nil, false, nil) // Redis fails: a miss, with no second wait
+		s.looked(ctx, lk, nil, false, nil)
 	case sent:
 		body, hit, rerr := read.Result()
 		s.looked(ctx, lk, body, hit, rerr)
 	case err == nil && !d.Allowed && s.deniedFromMemory(c, c.plan.Cost.EmptyTile()):
-		// The deny cache refused the least a tile can cost (a cached
-		// empty one): whether the tile is cached changes nothing, so a
-		// client hammering after its 429 costs no round trip, not even the
-		// lookup.
-		return d, nil
+		return d, false, nil
 	default:
 		s.lookUp(ctx, lk)
 	}
-	if !lk.hit {
-		return d, err
-	}
+	return d, true, err
+}
+
+// priceCached turns d (or err), the charge of a cached tile at the miss
+// price, into the charge of its hit price (an empty one's, one unit): an
+// admitted charge is lowered off the client's path (lowerTile); one the
+// miss price did not fit is made again at the hit price, the only second
+// round trip.
+func (s *Server) priceCached(ctx context.Context, r *http.Request, store quotahttp.Store, c caller, lk *tileLookup, d quota.Decision, err error, missPrice, hitPrice int64) (quota.Decision, error) {
 	if hitPrice = cachedPrice(c, lk, hitPrice); hitPrice >= missPrice {
 		return d, err
 	}
-	var tooCostly *quota.TooCostlyError
 	switch {
 	case err == nil && d.Allowed:
 		return s.lowerTile(ctx, r, store, c, d, hitPrice), nil
-	case err == nil || errors.As(err, &tooCostly):
+	case err == nil || errors.Is(err, quota.ErrTooCostly):
 		return store.Charge(ctx, c.identity, c.plan.Quota, hitPrice)
 	}
 	return d, err

@@ -11,6 +11,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -234,6 +235,13 @@ func NewServer(cfg Config) (*Server, error) {
 		cacheWrites: make(chan struct{}, maxCacheWrites),
 	}
 	s.meter = s.newGate(denials)
+	owed := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tileapi_quota_owed",
+		Help: "Refunds, charges of requests served unmetered, settlements and in-flight releases the quota gate owes Redis, retried in the background until made.",
+	}, func() float64 { return float64(s.meter.Pending()) })
+	if err := cfg.Registry.Register(owed); err != nil {
+		return nil, fmt.Errorf("httpapi: metrics: %w", err)
+	}
 	// Each key's plan is resolved when the index takes the key in, off
 	// the request path.
 	if index, ok := cfg.Keys.(interface{ OnChange(func(keys.Key)) }); ok {
