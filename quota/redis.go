@@ -122,7 +122,8 @@ func (r *Redis) Charge(ctx context.Context, identity string, plan Plan, cost int
 	if err := checkCharge(identity, plan, cost); err != nil {
 		return Decision{}, err
 	}
-	return r.run(ctx, identity, plan, cost, true)
+	d, _, err := r.run(ctx, identity, plan, cost, true, nil)
+	return d, err
 }
 
 // ChargeWith is Charge with the commands along sent in the same round
@@ -133,20 +134,34 @@ func (r *Redis) Charge(ctx context.Context, identity string, plan Plan, cost int
 // charge was refused before any I/O (an error matching ErrInvalid or
 // ErrTooCostly). A charge that must restore calendar counters takes a
 // second trip, without along.
-func (r *Redis) ChargeWith(ctx context.Context, identity string, plan Plan, cost int64, along ...redis.Cmder) (d Decision, sent bool, err error) {
+func (r *Redis) ChargeWith(ctx context.Context, identity string, plan Plan, cost int64, along ...redis.Cmder) (Decision, bool, error) {
 	if err := checkCharge(identity, plan, cost); err != nil {
 		return Decision{}, false, err
 	}
-	if len(along) == 0 {
-		d, err := r.run(ctx, identity, plan, cost, true)
-		return d, false, err
+	return r.run(ctx, identity, plan, cost, true, along)
+}
+
+// Peek returns the usage of identity under plan without charging anything.
+// A bad identity or plan returns an error matching ErrInvalid, before any
+// I/O; any other error is Redis's, wrapped.
+func (r *Redis) Peek(ctx context.Context, identity string, plan Plan) (Decision, error) {
+	if err := checkPeek(identity, plan); err != nil {
+		return Decision{}, err
 	}
+	d, _, err := r.run(ctx, identity, plan, 0, false, nil)
+	return d, err
+}
+
+// run sends the charge script (a peek unless record), with the commands
+// along before it in the same pipeline on its first send; sent reports
+// whether they went.
+func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64, record bool, along []redis.Cmder) (d Decision, sent bool, err error) {
 	sliding, periods := plan.split()
 	deadline := r.deadline(ctx)
 	reply, err := r.withRestores(ctx, identity, plan, periods, func(restore []restoreValue) (string, error) {
-		keys, args := r.chargeCallRestoring(identity, plan, sliding, periods, cost, true, deadline, restore)
+		keys, args := r.chargeCallRestoring(identity, plan, sliding, periods, cost, record, deadline, restore)
 		var cmd *redis.Cmd
-		if sent {
+		if len(along) == 0 || sent {
 			cmd = chargeScript.Run(ctx, r.client, keys, args...)
 		} else {
 			sent = true
@@ -174,36 +189,6 @@ func (r *Redis) ChargeWith(ctx context.Context, identity string, plan Plan, cost
 	}
 	d, err = r.decision(identity, plan, sliding, periods, cost, reply)
 	return d, sent, err
-}
-
-// Peek returns the usage of identity under plan without charging anything.
-// A bad identity or plan returns an error matching ErrInvalid, before any
-// I/O; any other error is Redis's, wrapped.
-func (r *Redis) Peek(ctx context.Context, identity string, plan Plan) (Decision, error) {
-	if err := checkPeek(identity, plan); err != nil {
-		return Decision{}, err
-	}
-	return r.run(ctx, identity, plan, 0, false)
-}
-
-func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64, record bool) (Decision, error) {
-	sliding, periods := plan.split()
-	deadline := r.deadline(ctx)
-	reply, err := r.withRestores(ctx, identity, plan, periods, func(restore []restoreValue) (string, error) {
-		keys, args := r.chargeCallRestoring(identity, plan, sliding, periods, cost, record, deadline, restore)
-		reply, err := chargeScript.Run(ctx, r.client, keys, args...).Text()
-		if err != nil {
-			return "", fmt.Errorf("quota: charge: %w", err)
-		}
-		return reply, nil
-	})
-	switch {
-	case err != nil:
-		return Decision{}, err
-	case reply == lateReply:
-		return Decision{}, ErrLate
-	}
-	return r.decision(identity, plan, sliding, periods, cost, reply)
 }
 
 // withRestores sends a charge with send, and when the script finds

@@ -137,7 +137,7 @@ func startLimitedServe(t *testing.T) (string, int) {
 // own: it lowers its open-file limit, then serves until its stdin closes.
 func TestConnCapChild(t *testing.T) {
 	if os.Getenv("TILEAPI_TEST_CONNCAP_CHILD") == "" {
-		t.Skip("the server of TestConnCap")
+		return // elsewhere it does nothing
 	}
 	lim := syscall.Rlimit{Cur: childFileLimit, Max: childFileLimit}
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
