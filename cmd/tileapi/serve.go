@@ -180,6 +180,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, err
 	}
 	if err := fs.Parse(args); err != nil {
+		if msg := err.Error(); !errors.Is(err, flag.ErrHelp) && strings.ContainsAny(msg, "\r\n") {
+			// A flag's name may hold a newline: the error stays one line.
+			return c, errors.New(strconv.Quote(msg))
+		}
 		return c, err
 	}
 	if strings.ContainsAny(c.redisPrefix, "{}") {
