@@ -1,8 +1,6 @@
 package tiles
 
 import (
-	"strings"
-
 	"github.com/tileapi/tileapi/internal/dataset"
 )
 
@@ -35,20 +33,39 @@ const maxLat = 85.0511287798066
 // TileJSON describes the layer; tileURL is the URL template of its tiles,
 // with {z}, {x} and {y}, such as https://example.com/tiles/places/{z}/{x}/{y}.mvt.
 func (l Layer) TileJSON(tileURL string) TileJSON {
-	return TileJSON{
-		TileJSON:    "3.0.0",
-		Name:        l.Name,
-		Description: l.Description,
-		Attribution: dataset.Attribution,
-		Scheme:      "xyz",
-		Tiles:       []string{tileURL},
-		MinZoom:     l.MinZoom,
-		MaxZoom:     l.MaxZoom,
-		Bounds:      [4]float64{-180, -maxLat, 180, maxLat},
-		VectorLayers: []VectorLayer{{
-			ID: l.Name, Description: l.Description, MinZoom: l.MinZoom, MaxZoom: l.MaxZoom, Fields: l.Fields,
-		}},
+	tj := TileJSON{
+		TileJSON:     "3.0.0",
+		Name:         l.Name,
+		Description:  l.Description,
+		Attribution:  l.Attribution,
+		Scheme:       "xyz",
+		Tiles:        []string{tileURL},
+		MinZoom:      l.MinZoom,
+		MaxZoom:      l.MaxZoom,
+		Bounds:       l.Bounds,
+		VectorLayers: l.VectorLayers,
 	}
+	if l.Source == nil || isBundled(l.Source) {
+		tj.Attribution = dataset.Attribution
+	}
+	if tj.Bounds == ([4]float64{}) {
+		tj.Bounds = [4]float64{-180, -maxLat, 180, maxLat}
+	}
+	if tj.VectorLayers == nil {
+		fields := l.Fields
+		if fields == nil {
+			fields = map[string]string{}
+		}
+		tj.VectorLayers = []VectorLayer{{
+			ID: l.Name, Description: l.Description, MinZoom: l.MinZoom, MaxZoom: l.MaxZoom, Fields: fields,
+		}}
+	}
+	return tj
+}
+
+func isBundled(s Source) bool {
+	_, ok := s.(bundledSource)
+	return ok
 }
 
 // CatalogEntry lists one layer in the catalog.
@@ -58,17 +75,4 @@ type CatalogEntry struct {
 	MinZoom     int    `json:"minzoom"`
 	MaxZoom     int    `json:"maxzoom"`
 	TileJSON    string `json:"tilejson"`
-}
-
-// Catalog lists every layer; tileJSONURL is the URL template of a layer's
-// TileJSON, in which {layer} stands for the layer's name.
-func Catalog(tileJSONURL string) []CatalogEntry {
-	var c []CatalogEntry
-	for _, l := range Layers() {
-		c = append(c, CatalogEntry{
-			Name: l.Name, Description: l.Description, MinZoom: l.MinZoom, MaxZoom: l.MaxZoom,
-			TileJSON: strings.ReplaceAll(tileJSONURL, "{layer}", l.Name),
-		})
-	}
-	return c
 }

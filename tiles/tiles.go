@@ -1,6 +1,10 @@
-// Package tiles renders Mapbox Vector Tiles of the bundled places and fences
-// from a fixed registry of layers, and describes them as TileJSON.
+// Package tiles renders Mapbox Vector Tiles of a catalog of layers and
+// describes them as TileJSON. A layer's Source draws it: the bundled places
+// and fences (this package's PostGIS and Memory renderers), or the
+// operator's own data (tables, functions, archives and files, opened by
+// the packages that read them).
 //
+// The bundled layers:
 // Each layer has a zoom range and a cap on features per tile. Places are
 // thinned by population at low zoom and the most populous are kept first;
 // polygons are clipped to the tile plus a margin and simplified to the
@@ -19,6 +23,7 @@ import (
 	"github.com/paulmach/orb/maptile"
 
 	"github.com/tileapi/tileapi/internal/dataset"
+	"github.com/tileapi/tileapi/internal/layers"
 	"github.com/tileapi/tileapi/internal/param"
 )
 
@@ -49,15 +54,30 @@ var (
 	_ renderer = (*Memory)(nil)
 )
 
-// Layer is one layer of the registry.
+// Layer is one tile layer: what it is called and holds, and the Source
+// that renders it.
 type Layer struct {
 	Name        string
 	Description string
+	// Attribution is the data's attribution, for TileJSON; "" for the
+	// bundled dataset's.
+	Attribution string
 	MinZoom     int
 	MaxZoom     int
-	MaxFeatures int               // per tile
-	Fields      map[string]string // property name to a description, for TileJSON
-	kind        dataset.Kind      // the fences' kind; "" for places
+	MaxFeatures int               // per tile, where the source caps them
+	Fields      map[string]string // property name to its type or a description, for TileJSON
+	// Bounds is the area the layer covers, [west, south, east, north] in
+	// degrees; the zero value is the whole Web Mercator world.
+	Bounds [4]float64
+	// VectorLayers describe the MVT layers of its tiles where they are
+	// not one layer named after it with Fields (a PMTiles archive's own).
+	VectorLayers []VectorLayer
+	// Params are the query parameters it takes (function layers).
+	Params []layers.Param
+	// Source renders its tiles.
+	Source Source
+
+	kind dataset.Kind // the bundled fences' kind; "" for places
 }
 
 // MinPopulation is the smallest population of a place drawn at zoom z,
@@ -84,7 +104,8 @@ func (l Layer) MinPopulation(z int) int64 {
 	return 1_000_000
 }
 
-// Layers returns the registry in catalog order.
+// Layers returns the bundled layers, in catalog order, without a Source:
+// see Bundled.
 func Layers() []Layer {
 	fences := map[string]string{
 		"name": "String: the name",
@@ -119,8 +140,7 @@ func Layers() []Layer {
 	}
 }
 
-// LayerNames returns the names of the layers, in catalog order: the one
-// list every other package checks layer names against.
+// LayerNames returns the names of the bundled layers, in catalog order.
 func LayerNames() []string {
 	ls := Layers()
 	names := make([]string, len(ls))
@@ -130,7 +150,8 @@ func LayerNames() []string {
 	return names
 }
 
-// LookupLayer returns the layer called name, or a *param.Error for "layer".
+// LookupLayer returns the bundled layer called name, or a *param.Error for
+// "layer".
 func LookupLayer(name string) (Layer, error) {
 	for _, l := range Layers() {
 		if l.Name == name {
@@ -140,24 +161,21 @@ func LookupLayer(name string) (Layer, error) {
 	return Layer{}, param.Invalid("layer", "unknown layer %q", name)
 }
 
-// Parse reads a layer name and z/x/y from the text of a request path, each
-// number in the strict syntax of param.Int, and validates them.
-func Parse(layer, z, x, y string) (Layer, maptile.Tile, error) {
-	l, err := LookupLayer(layer)
-	if err != nil {
-		return l, maptile.Tile{}, err
-	}
+// parseTile reads z/x/y from the text of a request path, each number in the
+// strict syntax of param.Int, and validates them.
+func (l Layer) parseTile(z, x, y string) (maptile.Tile, error) {
 	var v [3]int64
 	for i, c := range []struct{ name, s string }{{"z", z}, {"x", x}, {"y", y}} {
+		var err error
 		if v[i], err = param.Int(c.name, c.s); err != nil {
-			return l, maptile.Tile{}, err
+			return maptile.Tile{}, err
 		}
 	}
 	// Checked before the tile is made: a maptile.Tile would truncate them.
 	if err := l.check(v[0], v[1], v[2]); err != nil {
-		return l, maptile.Tile{}, err
+		return maptile.Tile{}, err
 	}
-	return l, maptile.New(uint32(v[1]), uint32(v[2]), maptile.Zoom(v[0])), nil
+	return maptile.New(uint32(v[1]), uint32(v[2]), maptile.Zoom(v[0])), nil
 }
 
 // Validate returns a *param.Error if t is outside the layer's zoom range or

@@ -17,6 +17,7 @@ import (
 	"github.com/paulmach/orb/encoding/mvt"
 	"github.com/paulmach/orb/maptile"
 
+	"github.com/tileapi/tileapi/internal/dataset"
 	"github.com/tileapi/tileapi/internal/param"
 	"github.com/tileapi/tileapi/internal/spatialtest"
 )
@@ -34,6 +35,10 @@ func renderers(t testing.TB) map[string]renderer {
 }
 
 func TestParse(t *testing.T) {
+	bundled, err := NewCatalog(Bundled(NewMemory(&dataset.Dataset{}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		layer, z, x, y string
 		field          string // "" for a valid tile
@@ -66,7 +71,7 @@ func TestParse(t *testing.T) {
 		{"places", "14", "0", "18446744073709551616", "y"}, // 2^64
 	} {
 		t.Run(strings.Join([]string{tc.layer, tc.z, tc.x, tc.y}, ","), func(t *testing.T) {
-			l, tile, err := Parse(tc.layer, tc.z, tc.x, tc.y)
+			l, tile, err := bundled.Parse(tc.layer, tc.z, tc.x, tc.y)
 			var fe *param.Error
 			switch {
 			case tc.field == "" && err != nil:
@@ -89,8 +94,12 @@ func FuzzParse(f *testing.F) {
 	f.Add("roads", "01", "+1", "1_0")
 	f.Add("places", "1e1", "0x1", " 1")
 	f.Add("countries", "10", "4294967296", "18446744073709551616")
+	bundled, err := NewCatalog(Bundled(NewMemory(&dataset.Dataset{}))...)
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, layer, z, x, y string) {
-		l, tile, err := Parse(layer, z, x, y)
+		l, tile, err := bundled.Parse(layer, z, x, y)
 		if err != nil {
 			var fe *param.Error
 			if !errors.As(err, &fe) || !slices.Contains([]string{"layer", "z", "x", "y"}, fe.Field) {
@@ -136,7 +145,11 @@ func TestTileJSON(t *testing.T) {
 			t.Errorf("%s lacks %s", b, want)
 		}
 	}
-	c := Catalog("/tiles/{layer}.json")
+	bundled, err := NewCatalog(Bundled(NewMemory(&dataset.Dataset{}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := bundled.Entries("/tiles/{layer}.json")
 	if len(c) != 3 || c[0].Name != "places" || c[2].TileJSON != "/tiles/counties.json" {
 		t.Errorf("catalog %+v", c)
 	}

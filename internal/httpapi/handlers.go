@@ -113,7 +113,7 @@ func (s *Server) handleCatalog(w http.ResponseWriter, r *http.Request) {
 			route: "catalog",
 			cost:  c.plan.Cost.Flat,
 			work: func(context.Context) (*response, error) {
-				return jsonResponseWith(map[string]any{"layers": tiles.Catalog(base + "/v1/tiles/{layer}.json")}, cache)
+				return jsonResponseWith(map[string]any{"layers": s.cfg.Layers.Entries(base + "/v1/tiles/{layer}.json")}, cache)
 			},
 		}, nil
 	})
@@ -121,7 +121,7 @@ func (s *Server) handleCatalog(w http.ResponseWriter, r *http.Request) {
 
 // handleTileJSON serves GET /v1/tiles/{layer}.json: TileJSON 3.0.0.
 func (s *Server) handleTileJSON(w http.ResponseWriter, r *http.Request) {
-	l, err := tiles.LookupLayer(chi.URLParam(r, "layer"))
+	l, err := s.cfg.Layers.Lookup(chi.URLParam(r, "layer"))
 	if err != nil {
 		writeProblem(w, problemFor(err))
 		return
@@ -147,13 +147,17 @@ func (s *Server) handleTileJSON(w http.ResponseWriter, r *http.Request) {
 // MISS. An empty tile costs one unit (cost.Model.EmptyTile): priced so up
 // front when cached, settled down to it once rendered.
 func (s *Server) handleTile(w http.ResponseWriter, r *http.Request) {
-	l, t, err := tiles.Parse(chi.URLParam(r, "layer"), chi.URLParam(r, "z"), chi.URLParam(r, "x"), chi.URLParam(r, "y"))
+	l, t, err := s.cfg.Layers.Parse(chi.URLParam(r, "layer"), chi.URLParam(r, "z"), chi.URLParam(r, "x"), chi.URLParam(r, "y"))
+	var params tiles.Params
+	if err == nil {
+		params, err = l.ParseParams(r.URL.Query())
+	}
 	if err != nil {
 		writeProblem(w, problemFor(err))
 		return
 	}
 	s.gate(w, r, func(c caller) (metered, error) {
-		return s.tileRequest(r, c, l, t), nil
+		return s.tileRequest(r, c, l, t, params), nil
 	})
 }
 
@@ -182,8 +186,11 @@ type tileLookup struct {
 // caches it on a miss. With the cache in Redis the lookup rides with the
 // charge (see chargeTile): one round trip for a hit and for a miss. With
 // the cache in process it is looked up first, for nothing.
-func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile.Tile) metered {
+func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile.Tile, params tiles.Params) metered {
 	lk := &tileLookup{key: fmt.Sprintf("%s/%s/%d/%d/%d", s.cfg.DataVersion, l.Name, t.Z, t.X, t.Y)}
+	if k := params.Key(); k != "" {
+		lk.key += "?" + k
+	}
 	z := int(t.Z)
 	missPrice, hitPrice := c.plan.Cost.Tile(l.Name, z), c.plan.Cost.CachedTile(l.Name, z)
 	m := metered{
@@ -201,7 +208,7 @@ func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile
 			body, state := lk.cached, "HIT"
 			if !lk.hit {
 				var err error
-				if body, err = s.cfg.Tiles.Tile(ctx, l, t); err != nil {
+				if body, err = l.Tile(ctx, t, params); err != nil {
 					return nil, err
 				}
 				s.cacheLater(ctx, lk.key, body)

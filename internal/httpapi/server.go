@@ -102,6 +102,12 @@ type Config struct {
 	InFlight  InFlight
 	Geofence  Geofence
 	Tiles     Tiles
+	// Layers are the tile layers served; nil for the bundled layers,
+	// drawn by Tiles.
+	Layers *tiles.Catalog
+	// Sets are the geofence sets served; nil for the bundled sets,
+	// answered by Geofence.
+	Sets      *geofence.Sets
 	TileCache TileCache
 	Keys      Keys
 	KeyAdmin  KeyAdmin
@@ -195,8 +201,20 @@ type Server struct {
 // the admin API and the details of readiness.
 func NewServer(cfg Config) (*Server, error) {
 	switch {
-	case cfg.Quota == nil || cfg.Geofence == nil || cfg.Tiles == nil || cfg.TileCache == nil || cfg.Keys == nil:
-		return nil, errors.New("httpapi: Quota, Geofence, Tiles, TileCache and Keys are required")
+	case cfg.Quota == nil || (cfg.Geofence == nil && cfg.Sets == nil) || (cfg.Tiles == nil && cfg.Layers == nil) || cfg.TileCache == nil || cfg.Keys == nil:
+		return nil, errors.New("httpapi: Quota, Geofence (or Sets), Tiles (or Layers), TileCache and Keys are required")
+	}
+	if cfg.Layers == nil {
+		var err error
+		if cfg.Layers, err = tiles.NewCatalog(tiles.Bundled(cfg.Tiles)...); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Sets == nil {
+		var err error
+		if cfg.Sets, err = geofence.NewSets(geofence.Bundled(cfg.Geofence)...); err != nil {
+			return nil, err
+		}
 	}
 	if _, ok := cfg.Plans.Lookup(plans.Anonymous); !ok && !cfg.NoAnonymous {
 		return nil, errors.New("httpapi: no anonymous plan, and anonymous requests are allowed")
