@@ -18,8 +18,16 @@ type Model struct {
 	// RadiusUnit is r0, the radius in metres whose search costs one unit: a
 	// search of radius r costs ceil((r / r0)^2).
 	RadiusUnit float64 `json:"radius_unit_m"`
-	// Tiles prices a tile of each layer; a layer not listed costs Flat.
+	// Tiles prices a tile of each layer it names, and of every other layer
+	// by its "*" entry (AnyLayer). Where it is given, a layer it neither
+	// names nor covers with "*" is not sold (SellsLayer); without it, every
+	// tile costs Flat.
 	Tiles map[string]TileModel `json:"tiles"`
+	// Sets prices the geofence sets it names, and every other set by its
+	// "*" entry; where it is given, a set it neither names nor covers with
+	// "*" is not sold (ForSet). Without it, every set is priced by
+	// RadiusUnit and Flat.
+	Sets map[string]SetModel `json:"sets,omitempty"`
 	// HitDivisor divides the price of a tile served from the cache (rounded
 	// up, at least one unit).
 	HitDivisor int64 `json:"hit_divisor"`
@@ -59,6 +67,20 @@ func (m Model) Work(charged int64, ms float64, features int) int64 {
 	return max(1, int64(x))
 }
 
+// AnyLayer is the key of Model.Tiles and Model.Sets that prices every
+// layer or set the map does not name.
+const AnyLayer = "*"
+
+// SetModel prices the questions asked of one geofence set: a zero field
+// takes the plan's own (Model.RadiusUnit, Model.Flat).
+type SetModel struct {
+	// RadiusUnit is the radius in metres whose within search costs one
+	// unit.
+	RadiusUnit float64 `json:"radius_unit_m,omitempty"`
+	// Flat is the price of a contains question.
+	Flat int64 `json:"flat,omitempty"`
+}
+
 // TileModel prices the tiles of one layer: a tile at zoom z costs
 // 4^(RefZoom - z) units, the area it covers in tiles of RefZoom, at least
 // one and at most Max.
@@ -90,7 +112,55 @@ func (m Model) Validate() error {
 			return fmt.Errorf("cost: tiles %q: ref_zoom must be in [0, 30] and max at least 1", layer)
 		}
 	}
+	for set, sm := range m.Sets {
+		if !(sm.RadiusUnit >= 0) || math.IsInf(sm.RadiusUnit, 0) || sm.Flat < 0 {
+			return fmt.Errorf("cost: sets %q: radius_unit_m must be a positive number and flat at least 1 (or absent for the plan's)", set)
+		}
+	}
 	return nil
+}
+
+// SellsLayer reports whether the model prices tiles of layer: every layer
+// without Tiles; with it, a layer it names or covers with "*".
+func (m Model) SellsLayer(layer string) bool {
+	if m.Tiles == nil {
+		return true
+	}
+	_, named := m.Tiles[layer]
+	_, wild := m.Tiles[AnyLayer]
+	return named || wild
+}
+
+// tileModel returns the model of layer's tiles, and false where its tiles
+// cost Flat.
+func (m Model) tileModel(layer string) (TileModel, bool) {
+	if t, ok := m.Tiles[layer]; ok {
+		return t, true
+	}
+	t, ok := m.Tiles[AnyLayer]
+	return t, ok
+}
+
+// ForSet returns the model that prices the questions asked of the
+// geofence set: m with the set's RadiusUnit and Flat, and false if the
+// model does not sell the set.
+func (m Model) ForSet(set string) (Model, bool) {
+	if m.Sets == nil {
+		return m, true
+	}
+	sm, ok := m.Sets[set]
+	if !ok {
+		if sm, ok = m.Sets[AnyLayer]; !ok {
+			return Model{}, false
+		}
+	}
+	if sm.RadiusUnit > 0 {
+		m.RadiusUnit = sm.RadiusUnit
+	}
+	if sm.Flat > 0 {
+		m.Flat = sm.Flat
+	}
+	return m, true
 }
 
 // Radius returns the price of searching within r metres: ceil((r/r0)^2),
@@ -113,9 +183,10 @@ func (m Model) LargestRadius(budget int64) float64 {
 	return r
 }
 
-// Tile returns the price of rendering a tile of layer at zoom z.
+// Tile returns the price of rendering a tile of layer at zoom z: by the
+// layer's model (or "*"'s), else Flat.
 func (m Model) Tile(layer string, z int) int64 {
-	t, ok := m.Tiles[layer]
+	t, ok := m.tileModel(layer)
 	if !ok {
 		return m.Flat
 	}

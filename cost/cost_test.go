@@ -3,6 +3,7 @@ package cost
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -164,5 +165,70 @@ func TestWork(t *testing.T) {
 		if m.Validate() == nil {
 			t.Errorf("%+v validates", bad)
 		}
+	}
+}
+
+func TestSellsLayer(t *testing.T) {
+	named := Model{Flat: 1, Tiles: map[string]TileModel{"roads": {RefZoom: 10, Max: 16}}}
+	wild := Model{Flat: 1, Tiles: map[string]TileModel{"roads": {RefZoom: 10, Max: 16}, AnyLayer: {RefZoom: 2, Max: 4}}}
+	for _, tc := range []struct {
+		name  string
+		m     Model
+		layer string
+		sells bool
+		z0    int64 // the price at zoom 0, where sold
+	}{
+		{"no tiles: every layer at flat", Model{Flat: 3}, "anything", true, 3},
+		{"named", named, "roads", true, 16},
+		{"not named, no *", named, "parcels", false, 0},
+		{"named beside *", wild, "roads", true, 16},
+		{"covered by *", wild, "parcels", true, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.m.SellsLayer(tc.layer); got != tc.sells {
+				t.Fatalf("SellsLayer(%q) = %v, want %v", tc.layer, got, tc.sells)
+			}
+			if tc.sells {
+				if got := tc.m.Tile(tc.layer, 0); got != tc.z0 {
+					t.Errorf("Tile(%q, 0) = %d, want %d", tc.layer, got, tc.z0)
+				}
+			}
+		})
+	}
+}
+
+func TestForSet(t *testing.T) {
+	base := Model{RadiusUnit: 1000, Flat: 2, HitDivisor: 1}
+	with := func(sets map[string]SetModel) Model { m := base; m.Sets = sets; return m }
+	for _, tc := range []struct {
+		name       string
+		m          Model
+		set        string
+		sells      bool
+		unit       float64
+		flat       int64
+		radius1000 int64 // the price of a search of 1 km
+	}{
+		{"no sets: every set at the plan's prices", base, "stores", true, 1000, 2, 1},
+		{"named, own unit", with(map[string]SetModel{"stores": {RadiusUnit: 500}}), "stores", true, 500, 2, 4},
+		{"named, own flat", with(map[string]SetModel{"stores": {Flat: 7}}), "stores", true, 1000, 7, 1},
+		{"not named", with(map[string]SetModel{"stores": {}}), "zones", false, 0, 0, 0},
+		{"covered by *", with(map[string]SetModel{AnyLayer: {Flat: 5}}), "zones", true, 1000, 5, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, ok := tc.m.ForSet(tc.set)
+			if ok != tc.sells {
+				t.Fatalf("ForSet(%q) sells = %v, want %v", tc.set, ok, tc.sells)
+			}
+			if !ok {
+				return
+			}
+			if m.RadiusUnit != tc.unit || m.Flat != tc.flat || m.Radius(1000) != tc.radius1000 {
+				t.Errorf("ForSet(%q) = unit %g flat %d radius(1km) %d, want %g %d %d", tc.set, m.RadiusUnit, m.Flat, m.Radius(1000), tc.unit, tc.flat, tc.radius1000)
+			}
+		})
+	}
+	if err := with(map[string]SetModel{"x": {RadiusUnit: math.NaN()}}).Validate(); err == nil || !strings.Contains(err.Error(), `sets "x"`) {
+		t.Errorf("a NaN radius unit: %v", err)
 	}
 }

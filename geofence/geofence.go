@@ -46,6 +46,9 @@ type WithinQuery struct {
 	Lng, Lat float64
 	Radius   float64 // metres, in (0, MaxRadius]
 	Limit    int     // in [1, MaxLimit]
+	// Geometry asks for every feature's geometry; without it only the
+	// features of a set of points carry theirs (Set.PointsOnly).
+	Geometry bool
 }
 
 // ContainsQuery asks for the fences that contain a point (its boundary

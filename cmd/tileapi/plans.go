@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/tiles"
 )
@@ -86,5 +87,5 @@ func loadPlans(path string) (plans.Set, error) {
 	if err != nil {
 		return plans.Set{}, err
 	}
-	return ps, ps.CheckLayers(tiles.LayerNames())
+	return ps, ps.CheckLayers(tiles.LayerNames(), []string{geofence.PlacesSet, geofence.BoundariesSet})
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/tiles"
 )
@@ -63,7 +64,7 @@ func TestPlansUnknownLayer(t *testing.T) {
 
 // The compiled-in plans price only layers that exist.
 func TestDefaultPlansLayers(t *testing.T) {
-	if err := plans.Defaults().CheckLayers(tiles.LayerNames()); err != nil {
+	if err := plans.Defaults().CheckLayers(tiles.LayerNames(), []string{geofence.PlacesSet, geofence.BoundariesSet}); err != nil {
 		t.Error(err)
 	}
 }

@@ -18,6 +18,9 @@ import (
 
 	"github.com/tileapi/tileapi/internal/param"
 
+	"github.com/paulmach/orb/geojson"
+
+	"github.com/tileapi/tileapi/cost"
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/internal/tilecache"
 	"github.com/tileapi/tileapi/quota"
@@ -25,79 +28,178 @@ import (
 	"github.com/tileapi/tileapi/tiles"
 )
 
-// handleWithin serves GET /v1/geofence/within?lng=&lat=&radius=&limit=: the
-// places within radius metres, nearest first. The price grows with the
-// searched area.
-func (s *Server) handleWithin(w http.ResponseWriter, r *http.Request) {
-	v := r.URL.Query()
-	q, err := geofence.ParseWithin(v.Get("lng"), v.Get("lat"), v.Get("radius"), v.Get("limit"))
-	if err != nil {
-		writeProblem(w, problemFor(err))
-		return
-	}
-	s.gate(w, r, func(c caller) (metered, error) {
-		var overPlan error
-		if q.Radius > c.plan.MaxRadius {
-			overPlan = &overPlanError{plan: c.plan, radius: q.Radius}
+// handleWithin serves GET /v1/geofence/{set}/within?lng=&lat=&radius=&limit=
+// [&geometry=true] (and /v1/geofence/within, the bundled places, for set
+// ""): the set's features within radius metres, nearest first. The price
+// grows with the searched area; with geometry, by the answer's size.
+func (s *Server) handleWithin(bundled string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v := r.URL.Query()
+		set, err := s.geofenceSet(r, bundled, "within")
+		var q geofence.WithinQuery
+		if err == nil {
+			q, err = geofence.ParseWithin(v.Get("lng"), v.Get("lat"), v.Get("radius"), v.Get("limit"))
 		}
-		return metered{
-			route:    "within",
-			cost:     c.plan.Cost.Radius(q.Radius),
-			overPlan: overPlan,
-			fits: func(p *problem, budget int64) {
-				p.Field, p.MaxRadius = "radius", c.plan.Cost.LargestRadius(budget)
-			},
-			work: func(ctx context.Context) (*response, error) {
-				ns, err := s.cfg.Geofence.Within(ctx, q)
-				if err != nil {
-					return nil, err
-				}
-				return geoJSON(geofence.NearCollection(ns), len(ns))
-			},
-		}, nil
-	})
+		if err == nil {
+			q.Geometry, err = parseBool("geometry", v.Get("geometry"))
+		}
+		if err != nil {
+			writeProblem(w, problemFor(err))
+			return
+		}
+		s.gate(w, r, func(c caller) (metered, error) {
+			price, err := setPrice(c, set)
+			if err != nil {
+				return metered{}, err
+			}
+			var overPlan error
+			if q.Radius > c.plan.MaxRadius {
+				overPlan = &overPlanError{plan: c.plan, radius: q.Radius}
+			}
+			m := metered{
+				route:    "within",
+				cost:     price.Radius(q.Radius),
+				overPlan: overPlan,
+				fits: func(p *problem, budget int64) {
+					p.Field, p.MaxRadius = "radius", price.LargestRadius(budget)
+				},
+				work: func(ctx context.Context) (*response, error) {
+					fs, err := set.Source.Within(ctx, q)
+					if err != nil {
+						return nil, err
+					}
+					return s.setAnswer(fs, q.Geometry && !set.PointsOnly, price)
+				},
+			}
+			if q.Geometry && !set.PointsOnly {
+				m.cost = max(m.cost, price.GeometryBound())
+			}
+			return m, nil
+		})
+	}
 }
 
-// handleContains serves GET /v1/geofence/contains?lng=&lat=[&geometry=true]:
-// the countries and counties that contain the point. With geometry it is
-// priced by the size of the answer (cost.Model.GeometryBytes).
-func (s *Server) handleContains(w http.ResponseWriter, r *http.Request) {
-	v := r.URL.Query()
-	q, err := geofence.ParseContains(v.Get("lng"), v.Get("lat"))
-	if err == nil {
-		q.Geometry, err = parseBool("geometry", v.Get("geometry"))
-	}
-	if err != nil {
-		writeProblem(w, problemFor(err))
-		return
-	}
-	s.gate(w, r, func(c caller) (metered, error) {
-		m := metered{
-			route: "contains",
-			cost:  c.plan.Cost.Flat,
-			work: func(ctx context.Context) (*response, error) {
-				fs, err := s.cfg.Geofence.Contains(ctx, q)
-				if err != nil {
-					return nil, err
-				}
-				resp, err := geoJSON(geofence.FenceCollection(fs), len(fs))
-				if err == nil && q.Geometry {
-					resp.sized = c.plan.Cost.GeometryBytes(len(resp.body))
-				}
-				return resp, err
-			},
+// handleContains serves GET /v1/geofence/{set}/contains?lng=&lat=
+// [&geometry=true] (and /v1/geofence/contains, the bundled countries and
+// counties, for set ""): the set's polygons that contain the point. With
+// geometry it is priced by the size of the answer (cost.Model.GeometryBytes).
+func (s *Server) handleContains(bundled string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v := r.URL.Query()
+		set, err := s.geofenceSet(r, bundled, "contains")
+		var q geofence.ContainsQuery
+		if err == nil {
+			q, err = geofence.ParseContains(v.Get("lng"), v.Get("lat"))
 		}
-		if q.Geometry {
-			// Its size is known once it is made: charged the most an answer
-			// with geometry costs, and settled down to its bytes.
-			m.cost = c.plan.Cost.GeometryBound()
-			m.fits = func(p *problem, budget int64) {
-				if c.plan.Cost.Flat <= budget {
-					p.Field = "geometry" // without it, it fits
+		if err == nil {
+			q.Geometry, err = parseBool("geometry", v.Get("geometry"))
+		}
+		if err != nil {
+			writeProblem(w, problemFor(err))
+			return
+		}
+		s.gate(w, r, func(c caller) (metered, error) {
+			price, err := setPrice(c, set)
+			if err != nil {
+				return metered{}, err
+			}
+			m := metered{
+				route: "contains",
+				cost:  price.Flat,
+				work: func(ctx context.Context) (*response, error) {
+					fs, err := set.Source.Contains(ctx, q)
+					if err != nil {
+						return nil, err
+					}
+					return s.setAnswer(fs, q.Geometry, price)
+				},
+			}
+			if q.Geometry {
+				// Its size is known once it is made: charged the most an answer
+				// with geometry costs, and settled down to its bytes.
+				m.cost = price.GeometryBound()
+				m.fits = func(p *problem, budget int64) {
+					if price.Flat <= budget {
+						p.Field = "geometry" // without it, it fits
+					}
 				}
 			}
-		}
-		return m, nil
+			return m, nil
+		})
+	}
+}
+
+// geofenceSet returns the set a request names (the bundled one for its
+// route when bundled is set) if it answers op; a *param.Error for "set"
+// otherwise.
+func (s *Server) geofenceSet(r *http.Request, bundled, op string) (geofence.Set, error) {
+	name := bundled
+	if name == "" {
+		name = chi.URLParam(r, "set")
+	}
+	set, ok := s.cfg.Sets.Lookup(name)
+	switch {
+	case !ok:
+		return set, param.Invalid("set", "unknown geofence set %q; GET /v1/geofence lists them", name)
+	case op == "within" && !set.Within, op == "contains" && !set.Contains:
+		return set, param.Invalid("set", "geofence set %q does not answer %s (its features are not polygons)", name, op)
+	}
+	return set, nil
+}
+
+// setPrice is the caller's plan's pricing of set, or a *notInPlanError
+// where the plan does not sell it.
+func setPrice(c caller, set geofence.Set) (cost.Model, error) {
+	m, ok := c.plan.Cost.ForSet(set.Name)
+	if !ok {
+		return m, &notInPlanError{plan: c.plan.Name, what: "geofence set", name: set.Name}
+	}
+	return m, nil
+}
+
+// setAnswer is a set's answer as GeoJSON; priced by its size when it
+// carries geometry.
+func (s *Server) setAnswer(fs []*geojson.Feature, sized bool, price cost.Model) (*response, error) {
+	fc := geojson.NewFeatureCollection()
+	fc.Features = fs
+	resp, err := geoJSON(fc, len(fs))
+	if err == nil && sized {
+		resp.sized = price.GeometryBytes(len(resp.body))
+	}
+	return resp, err
+}
+
+// handleSets serves GET /v1/geofence: the geofence sets, with what each
+// answers.
+func (s *Server) handleSets(w http.ResponseWriter, r *http.Request) {
+	s.gate(w, r, func(c caller) (metered, error) {
+		return metered{
+			route: "catalog",
+			cost:  c.plan.Cost.Flat,
+			work: func(context.Context) (*response, error) {
+				type entry struct {
+					Name        string            `json:"name"`
+					Description string            `json:"description"`
+					Questions   []string          `json:"questions"`
+					Fields      map[string]string `json:"fields"`
+				}
+				var es []entry
+				for _, set := range s.cfg.Sets.All() {
+					e := entry{Name: set.Name, Description: set.Description, Questions: []string{}, Fields: set.Fields}
+					if set.Within {
+						e.Questions = append(e.Questions, "within")
+					}
+					if set.Contains {
+						e.Questions = append(e.Questions, "contains")
+					}
+					if e.Fields == nil {
+						e.Fields = map[string]string{}
+					}
+					es = append(es, e)
+				}
+				return jsonResponse(map[string]any{"sets": es})
+			},
+		}, nil
 	})
 }
 
@@ -157,6 +259,9 @@ func (s *Server) handleTile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.gate(w, r, func(c caller) (metered, error) {
+		if !c.plan.Cost.SellsLayer(l.Name) {
+			return metered{}, &notInPlanError{plan: c.plan.Name, what: "layer", name: l.Name}
+		}
 		return s.tileRequest(r, c, l, t, params), nil
 	})
 }

@@ -3,9 +3,14 @@ package httpapi
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/tiles"
 )
 
 // readyTimeout bounds each readiness check on its own, so a hung
@@ -92,8 +97,48 @@ func (s *Server) readiness(ctx context.Context) readiness {
 var openAPI []byte
 
 // handleOpenAPI serves GET /openapi.json: the OpenAPI 3.1 description of
-// every route.
-func handleOpenAPI(w http.ResponseWriter, _ *http.Request) {
+// every route, naming this server's layers and geofence sets.
+func (s *Server) handleOpenAPI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(openAPI)
+	_, _ = w.Write(s.openAPI)
+}
+
+// describeCatalog returns openapi.json with the enums of layer and set
+// names listing those of layers and sets: the document as this server
+// answers it.
+func describeCatalog(layers *tiles.Catalog, sets *geofence.Sets) ([]byte, error) {
+	var doc map[string]any
+	if err := json.Unmarshal(openAPI, &doc); err != nil {
+		return nil, fmt.Errorf("httpapi: openapi.json: %w", err)
+	}
+	var within, contains []string
+	for _, set := range sets.All() {
+		if set.Within {
+			within = append(within, set.Name)
+		}
+		if set.Contains {
+			contains = append(contains, set.Name)
+		}
+	}
+	schemas, _ := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	for name, enum := range map[string][]string{
+		"Layer": layers.Names(), "Set": sets.Names(), "WithinSet": within, "ContainsSet": contains,
+	} {
+		schema, ok := schemas[name].(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("httpapi: openapi.json has no schema %s", name)
+		}
+		if len(enum) == 0 {
+			// No value is valid: an enum must list one, so say it with not.
+			delete(schema, "enum")
+			schema["not"] = map[string]any{}
+			continue
+		}
+		schema["enum"] = enum
+	}
+	b, err := json.MarshalIndent(doc, "", " ")
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: openapi.json: %w", err)
+	}
+	return append(b, '\n'), nil
 }

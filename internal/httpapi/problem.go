@@ -74,6 +74,14 @@ type overPlanError struct {
 
 func (e *overPlanError) Error() string { return "request over the plan's maximum" }
 
+// notInPlanError is a request for a layer or geofence set its caller's
+// plan does not sell (cost.Model.SellsLayer, cost.Model.ForSet).
+type notInPlanError struct{ plan, what, name string }
+
+func (e *notInPlanError) Error() string {
+	return fmt.Sprintf("plan %q does not include %s %q", e.plan, e.what, e.name)
+}
+
 // tooManyUnknownKeysError refuses a key lookup for an address that has
 // presented too many unknown keys (see unknownKeyGuard).
 type tooManyUnknownKeysError struct{ usage quota.LimitState }
@@ -114,6 +122,7 @@ func problemFor(err error) *problem {
 		unknownKeys *tooManyUnknownKeysError
 		adminFails  *tooManyAdminFailuresError
 		busy        *concurrencyError
+		notInPlan   *notInPlanError
 	)
 	switch {
 	case errors.As(err, &fe):
@@ -159,6 +168,9 @@ func problemFor(err error) *problem {
 		return p
 	case errors.As(err, &overPlan):
 		return overPlan.problem()
+	case errors.As(err, &notInPlan):
+		return newProblem(http.StatusForbidden, "not-in-plan", "Not in the plan",
+			notInPlan.Error()+"; the request was not charged")
 	case errors.Is(err, geofence.ErrTimeout) || errors.Is(err, tiles.ErrTimeout):
 		return newProblem(http.StatusGatewayTimeout, "query-timeout", "Query timed out", "the query took longer than the server allows; the request was not charged")
 	case errors.Is(err, geofence.ErrUnavailable) || errors.Is(err, tiles.ErrUnavailable):

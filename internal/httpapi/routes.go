@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/cors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/internal/web"
 	"github.com/tileapi/tileapi/quota/quotahttp"
 )
@@ -63,7 +64,7 @@ func (s *Server) routes() http.Handler {
 	r.Get("/healthz", s.handleHealthz)
 	r.Get("/readyz", s.handleReadyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
-	r.Get("/openapi.json", handleOpenAPI)
+	r.Get("/openapi.json", s.handleOpenAPI)
 	page := web.Handler(s.cfg.DemoKey, http.HandlerFunc(handleNotFound)) // the demo page
 	r.Method(http.MethodGet, "/", page)
 	r.Method(http.MethodGet, "/assets/*", page)
@@ -74,8 +75,11 @@ func (s *Server) routes() http.Handler {
 		if len(s.cfg.AllowedOrigins) > 0 {
 			r.Use(cors.Handler(corsOptions(s.cfg.AllowedOrigins)))
 		}
-		r.Get("/geofence/within", s.handleWithin)
-		r.Get("/geofence/contains", s.handleContains)
+		r.Get("/geofence", s.handleSets)
+		r.Get("/geofence/within", s.handleWithin(geofence.PlacesSet))
+		r.Get("/geofence/contains", s.handleContains(geofence.BoundariesSet))
+		r.Get("/geofence/{set}/within", s.handleWithin(""))
+		r.Get("/geofence/{set}/contains", s.handleContains(""))
 		r.Get("/tiles", s.handleCatalog)
 		r.Get("/tiles/{layer}.json", s.handleTileJSON)
 		r.Get("/tiles/{layer}/{z}/{x}/{y}.mvt", s.handleTile)

@@ -99,9 +99,9 @@ type Check struct {
 type Config struct {
 	Quota Quota
 	// InFlight enforces each plan's MaxInFlight; nil enforces none.
-	InFlight  InFlight
-	Geofence  Geofence
-	Tiles     Tiles
+	InFlight InFlight
+	Geofence Geofence
+	Tiles    Tiles
 	// Layers are the tile layers served; nil for the bundled layers,
 	// drawn by Tiles.
 	Layers *tiles.Catalog
@@ -193,6 +193,7 @@ type Server struct {
 	metrics     *metrics
 	unknownKeys *unknownKeyGuard // nil when disabled
 	adminGuard  *adminGuard      // nil when the admin API is disabled
+	openAPI     []byte // openapi.json naming this server's layers and sets
 	handler     http.Handler
 	admin       http.Handler
 }
@@ -251,6 +252,9 @@ func NewServer(cfg Config) (*Server, error) {
 		denials:     denials,
 		tileCache:   budgetCache{c: cfg.TileCache, timeout: cfg.QuotaTimeout},
 		cacheWrites: make(chan struct{}, maxCacheWrites),
+	}
+	if s.openAPI, err = describeCatalog(cfg.Layers, cfg.Sets); err != nil {
+		return nil, err
 	}
 	s.meter = s.newGate(denials)
 	owed := prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -49,6 +49,9 @@ func DefaultCost() cost.Model {
 			"places":    {RefZoom: 10, Max: 16},
 			"counties":  {RefZoom: 8, Max: 16},
 			"countries": {RefZoom: 4, Max: 8},
+			// The operator's own layers (a layers file): one unit from
+			// zoom 12, at most 16 at zoom 10 and below.
+			cost.AnyLayer: {RefZoom: 12, Max: 16},
 		},
 		HitDivisor: 4,
 		Flat:       1,
@@ -131,13 +134,24 @@ func (s Set) All() []Plan {
 }
 
 // CheckLayers reports a plan that prices tiles of a layer not in layers,
-// the layers that exist: its tiles would silently cost the flat price.
-func (s Set) CheckLayers(layers []string) error {
+// or a geofence set not in sets, the layers and sets that exist: a
+// misspelt name would leave the layer it meant unsold ("*" prices every
+// other one).
+func (s Set) CheckLayers(layers, sets []string) error {
 	for _, p := range s.All() {
-		for _, name := range slices.Sorted(maps.Keys(p.Cost.Tiles)) {
-			if !slices.Contains(layers, name) {
-				return fmt.Errorf("plans: plan %q prices tiles of layer %q, which does not exist; the layers are %s",
-					p.Name, name, strings.Join(layers, ", "))
+		for _, c := range []struct {
+			what   string
+			priced []string
+			exist  []string
+		}{
+			{"tiles of layer", slices.Sorted(maps.Keys(p.Cost.Tiles)), layers},
+			{"geofence set", slices.Sorted(maps.Keys(p.Cost.Sets)), sets},
+		} {
+			for _, name := range c.priced {
+				if name != cost.AnyLayer && !slices.Contains(c.exist, name) {
+					return fmt.Errorf("plans: plan %q prices %s %q, which does not exist; they are %s",
+						p.Name, c.what, name, strings.Join(c.exist, ", "))
+				}
 			}
 		}
 	}
