@@ -193,7 +193,7 @@ type Server struct {
 	metrics     *metrics
 	unknownKeys *unknownKeyGuard // nil when disabled
 	adminGuard  *adminGuard      // nil when the admin API is disabled
-	openAPI     []byte // openapi.json naming this server's layers and sets
+	openAPI     []byte           // openapi.json naming this server's layers and sets
 	handler     http.Handler
 	admin       http.Handler
 }
