@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -166,6 +167,29 @@ func TestCorrupt(t *testing.T) {
 	}
 }
 
+// TestClaimedLength reads a tile whose entry claims 60 MiB of an archive
+// of a few bytes: the error costs the memory of the bytes there are, not
+// of those claimed.
+func TestClaimedLength(t *testing.T) {
+	p := plain()
+	p.root = encodeDirectory([]entry{{0, 0, 60 << 20, 1}})
+	p.edit = func(s *sections) { s.dataLen = 60 << 20 }
+	r, err := openBytes(craft(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, _, err = r.Tile(context.Background(), 0, 0, 0)
+	runtime.ReadMemStats(&after)
+	if want := "pmtiles: read tile at 137, 62914560 bytes: unexpected EOF (tile 0/0/0)"; err == nil || err.Error() != want {
+		t.Errorf("error %v, want %s", err, want)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 2*readChunk {
+		t.Errorf("%d bytes allocated", got)
+	}
+}
+
 // TestTruncated cuts an archive with leaves at every length short of its
 // own: each must fail to open or to read a tile or the metadata.
 func TestTruncated(t *testing.T) {
@@ -198,11 +222,10 @@ func TestTruncated(t *testing.T) {
 // seeds are archives a Writer wrote (one with leaves), one tippecanoe
 // wrote, and archives crafted by hand.
 func FuzzTile(f *testing.F) {
-	tiles := pyramid(2)
 	h := testHeader
 	h.MaxZoom = 2
-	f.Add(write(f, tiles, h, nil, nil), uint8(2), uint32(1), uint32(3))
-	f.Add(write(f, tiles, h, map[string]int{"a": 1}, smallLeaves), uint8(2), uint32(2), uint32(2))
+	f.Add(write(f, pyramid(1), h, nil, nil), uint8(1), uint32(1), uint32(0))
+	f.Add(write(f, pyramid(2), h, map[string]int{"a": 1}, smallLeaves), uint8(2), uint32(2), uint32(2))
 	fixture, err := os.ReadFile(filepath.Join("testdata", "tippecanoe.pmtiles"))
 	if err != nil {
 		f.Fatal(err)

@@ -28,6 +28,7 @@ const (
 	maxMetadataBytes = 16 << 20 // the metadata, compressed or not
 	maxTileBytes     = 64 << 20 // a tile, compressed or not
 	maxDepth         = 4        // the root and three levels of leaves
+	readChunk        = 1 << 20  // see Reader.read
 )
 
 // encodeDirectory returns entries, which are sorted by TileID, as the
@@ -150,9 +151,9 @@ func find(entries []entry, id uint64) (entry, bool) {
 	return entry{}, false
 }
 
-// decompress undoes compression c of b, refusing to produce more than max
-// bytes. None and Unknown leave b as it is, as the reference readers do.
-func decompress(b []byte, c Compression, max int) ([]byte, error) {
+// decompress undoes compression c of b, refusing to produce more than
+// limit bytes. None and Unknown leave b as it is, as the reference readers do.
+func decompress(b []byte, c Compression, limit int) ([]byte, error) {
 	switch c {
 	case None, UnknownCompression:
 		return b, nil
@@ -161,12 +162,12 @@ func decompress(b []byte, c Compression, max int) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pmtiles: gzip: %w", err)
 		}
-		out, err := io.ReadAll(io.LimitReader(z, int64(max)+1))
+		out, err := io.ReadAll(io.LimitReader(z, int64(limit)+1))
 		if err != nil {
 			return nil, fmt.Errorf("pmtiles: gzip: %w", err)
 		}
-		if len(out) > max {
-			return nil, fmt.Errorf("pmtiles: gzip: more than %d bytes uncompressed", max)
+		if len(out) > limit {
+			return nil, fmt.Errorf("pmtiles: gzip: more than %d bytes uncompressed", limit)
 		}
 		return out, nil
 	}

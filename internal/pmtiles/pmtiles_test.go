@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
@@ -120,19 +121,26 @@ func walk(t testing.TB, r *Reader) []entry {
 }
 
 func TestRoundTrip(t *testing.T) {
+	big := make([]byte, 5<<20) // read in chunks of 1, 1, 2 and 1 MiB
+	rand.NewChaCha8([32]byte{5}).Read(big)
 	for _, tc := range []struct {
 		name   string
 		maxZ   uint8
 		tune   func(*Writer)
 		leaves bool
+		big    bool // tile 1/1/1 is 5 MiB
 	}{
-		{"root only", 3, nil, false},
-		{"small leaves", 4, smallLeaves, true},
+		{"root only", 3, nil, false, false},
+		{"small leaves", 4, smallLeaves, true, false},
 		// With 16 KiB of header and root, 87,381 tiles need leaves.
-		{"zooms 0 to 8", 8, nil, true},
+		{"zooms 0 to 8", 8, nil, true, false},
+		{"a tile of 5 MiB", 1, nil, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tiles := pyramid(tc.maxZ)
+			if tc.big {
+				tiles[4].data = big
+			}
 			h := testHeader
 			h.MaxZoom = tc.maxZ
 			meta := map[string]any{"name": "test", "vector_layers": []any{map[string]any{"id": "a", "fields": map[string]any{}}}}
@@ -243,16 +251,16 @@ func TestWriterErrors(t *testing.T) {
 	}{
 		{"not a tile", []testTile{{3, 8, 0, []byte("a")}}, testHeader, nil, "pmtiles: add tile 3/8/0: not a tile"},
 		{"twice", append(one, one[0]), testHeader, nil, "pmtiles: tile 3/1/2 added twice"},
-		{"no tiles", nil, testHeader, nil, "pmtiles: no tiles added"},
-		{"only empty tiles", []testTile{{1, 0, 0, nil}}, testHeader, nil, "pmtiles: no tiles added"},
+		{"no tiles", nil, testHeader, nil, "pmtiles: no tiles added (a directory holds at least one)"},
+		{"only empty tiles", []testTile{{1, 0, 0, nil}}, testHeader, nil, "pmtiles: no tiles added (a directory holds at least one)"},
 		{"zoom past MaxZoom", one, Header{MaxZoom: 2}, nil, "pmtiles: header: zooms 0 to 2 do not cover the tiles added, of zooms 3 to 3"},
 		{"zoom below MinZoom", one, Header{MinZoom: 4, MaxZoom: 5}, nil, "pmtiles: header: zooms 4 to 5 do not cover the tiles added, of zooms 3 to 3"},
 		{"zooms reversed", one, Header{MinZoom: 5, MaxZoom: 4}, nil, "pmtiles: header: zooms 5 to 4 (want MinZoom <= MaxZoom <= 31)"},
 		{"bounds reversed", one, Header{MaxZoom: 5, Bounds: [4]float64{10, 0, 5, 1}}, nil, "pmtiles: header: bounds [10 0 5 1] (want min lng, min lat, max lng, max lat within -180, -90, 180, 90)"},
 		{"latitude past 90", one, Header{MaxZoom: 5, Bounds: [4]float64{0, 0, 5, 91}}, nil, "pmtiles: header: bounds [0 0 5 91] (want min lng, min lat, max lng, max lat within -180, -90, 180, 90)"},
 		{"center", one, Header{MaxZoom: 5, Center: [2]float64{200, 0}}, nil, "pmtiles: header: center [200 0] (want lng, lat within -180, -90, 180, 90)"},
-		{"metadata array", one, testHeader, []int{1}, "pmtiles: metadata: not a JSON object (<nil>)"},
-		{"metadata unencodable", one, testHeader, map[string]any{"f": func() {}}, "pmtiles: metadata: not a JSON object (json: unsupported type: func())"},
+		{"metadata array", one, testHeader, []int{1}, "pmtiles: metadata: [1] is not a JSON object"},
+		{"metadata unencodable", one, testHeader, map[string]any{"f": func() {}}, "pmtiles: metadata: json: unsupported type: func()"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, err := NewWriter(&bytes.Buffer{}, t.TempDir())
@@ -322,5 +330,45 @@ func TestDirCache(t *testing.T) {
 	}
 	if c.size != 8 || c.order.Len() != 2 {
 		t.Errorf("size %d in %d directories, want 8 in 2", c.size, c.order.Len())
+	}
+}
+
+// TestConcurrent reads the tiles of an archive with leaves from several
+// goroutines through a cache too small for the leaves, so that they are
+// dropped and read again while other goroutines use them (go test -race).
+func TestConcurrent(t *testing.T) {
+	tiles := pyramid(5)
+	h := testHeader
+	h.MaxZoom = 5
+	r, err := openBytes(write(t, tiles, h, nil, smallLeaves))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := r.leaf(context.Background(), r.root[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.leaves.max = 2*len(first) + 1 // about two leaves
+	errs := make(chan error, 4)
+	for g := range cap(errs) {
+		go func() {
+			for i := range tiles {
+				tile := tiles[(i*7+g*101)%len(tiles)]
+				got, ok, err := r.Tile(context.Background(), tile.z, tile.x, tile.y)
+				if err != nil || ok != (len(tile.data) > 0) || !bytes.Equal(got, tile.data) {
+					errs <- fmt.Errorf("Tile(%d, %d, %d) = %.20q, %v, %v; want %.20q", tile.z, tile.x, tile.y, got, ok, err, tile.data)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if r.leaves.size > r.leaves.max || r.leaves.order.Len() < 1 || len(r.root) < 4 {
+		t.Errorf("cache of %d entries in %d leaves, over %d, of %d", r.leaves.size, r.leaves.order.Len(), r.leaves.max, len(r.root))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 )
 
@@ -197,22 +198,29 @@ func (r *Reader) directory(b []byte) ([]entry, error) {
 }
 
 // read returns the n bytes at off of the part of the archive named what,
-// which may not be longer than max.
-func (r *Reader) read(ctx context.Context, what string, off, n uint64, max int) ([]byte, error) {
-	if n == 0 || n > uint64(max) {
-		return nil, fmt.Errorf("pmtiles: %s of %d bytes (want 1 to %d)", what, n, max)
+// which may not be longer than limit. Past readChunk bytes it reads in
+// chunks, each as long as all before it, so that a length a corrupt archive
+// claims costs memory only as far as the bytes are there.
+func (r *Reader) read(ctx context.Context, what string, off, n uint64, limit int) ([]byte, error) {
+	if n == 0 || n > uint64(limit) {
+		return nil, fmt.Errorf("pmtiles: %s of %d bytes (want 1 to %d)", what, n, limit)
 	}
-	b := make([]byte, n)
-	// Offsets past math.MaxInt64 are refused by decodeHeader and
-	// decodeDirectory; their sums are checked against the sections' lengths.
-	got, err := r.src.ReadAt(ctx, b, int64(off))
-	if got == len(b) {
-		return b, nil
+	b := make([]byte, 0, min(n, readChunk))
+	for uint64(len(b)) < n {
+		k := min(n-uint64(len(b)), uint64(max(len(b), readChunk)))
+		start := len(b)
+		b = slices.Grow(b, int(k))[:start+int(k)]
+		// Offsets past math.MaxInt64 are refused by decodeHeader and
+		// decodeDirectory; their sums are checked against the sections' lengths.
+		got, err := r.src.ReadAt(ctx, b[start:], int64(off)+int64(start))
+		if got < int(k) {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("pmtiles: read %s at %d, %d bytes: %w", what, off, n, err)
+		}
 	}
-	if err == nil || errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	return nil, fmt.Errorf("pmtiles: read %s at %d, %d bytes: %w", what, off, n, err)
+	return b, nil
 }
 
 // dirCache holds the directories used last, up to max entries in all.

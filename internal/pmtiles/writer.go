@@ -97,21 +97,24 @@ func (w *Writer) AddTile(z uint8, x, y uint32, data []byte) error {
 // added), Bounds (the whole Web Mercator world if zero), Center (the middle
 // of Bounds if zero) and CenterZoom; it sets the rest: gzip for tiles and
 // directories, clustered, the counts.
-func (w *Writer) Finish(h Header, metadata any) error {
+func (w *Writer) Finish(h Header, metadata any) (err error) {
 	if w.tmp == nil {
 		return errFinished
 	}
-	defer w.Close()
-	h, err := w.header(h)
-	if err != nil {
+	defer func() {
+		if closeErr := w.Close(); err == nil {
+			err = closeErr
+		}
+	}()
+	if len(w.tiles) == 0 {
+		return errors.New("pmtiles: no tiles added (a directory holds at least one)")
+	}
+	if h, err = w.header(h); err != nil {
 		return err
 	}
-	meta, err := json.Marshal(metadata)
-	if metadata == nil {
-		meta = []byte("{}")
-	}
-	if err != nil || meta[0] != '{' {
-		return fmt.Errorf("pmtiles: metadata: not a JSON object (%v)", err)
+	meta, err := metadataJSON(metadata)
+	if err != nil {
+		return err
 	}
 	meta = w.gzip(meta)
 
@@ -174,6 +177,21 @@ func (w *Writer) header(h Header) (Header, error) {
 	return h, nil
 }
 
+// metadataJSON returns metadata encoded: a JSON object, {} for nil.
+func metadataJSON(metadata any) ([]byte, error) {
+	if metadata == nil {
+		return []byte("{}"), nil
+	}
+	b, err := json.Marshal(metadata)
+	if err != nil {
+		return nil, fmt.Errorf("pmtiles: metadata: %w", err)
+	}
+	if b[0] != '{' {
+		return nil, fmt.Errorf("pmtiles: metadata: %.20s is not a JSON object", b)
+	}
+	return b, nil
+}
+
 // entries returns the directory entries of the sorted tiles, consecutive
 // tiles of the same content in one entry, and the contents in the order
 // the tile data holds them, each once, where its first tile puts it.
@@ -211,10 +229,6 @@ func (w *Writer) entries() ([]entry, []uint32, error) {
 // with the header, otherwise in leaves of equal numbers of entries, as few
 // as make a root of pointers to them fit.
 func (w *Writer) directories(entries []entry) (root, leaves []byte, err error) {
-	if len(entries) == 0 {
-		// A directory has at least one entry; this one covers no tile.
-		return nil, nil, errors.New("pmtiles: no tiles added")
-	}
 	root = w.gzip(encodeDirectory(entries))
 	if headerLen+len(root) <= w.rootLimit {
 		return root, nil, nil
