@@ -3,7 +3,6 @@ package pglayers
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -118,7 +117,7 @@ func domain(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration, srid
 	}
 	b, err := hex.DecodeString(text)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("SRID %d: its domain", srid), err)
+		return nil, fmt.Errorf("SRID %d: its domain: %w", srid, err)
 	}
 	return b, nil
 }

@@ -51,7 +51,7 @@ func TestOpenErrors(t *testing.T) {
 			want: []string{`geometry "geom" has no SRID (0)`,
 				`ALTER TABLE "test_pglayers"."srid0" ALTER COLUMN "geom" TYPE geometry(Point, 4326) USING ST_SetSRID("geom", 4326)`}},
 		{name: "several geometry columns", cfg: layers.Layer{Table: "test_pglayers.twogeoms"},
-			want: []string{`table test_pglayers.twogeoms has several geometry columns ("a", "b"): name one with geometry:`}},
+			want: []string{`table test_pglayers.twogeoms has several geometry columns ("a", "b"): name the one to draw as the layer's geometry`}},
 		{name: "curves", cfg: layers.Layer{Table: "test_pglayers.curvy"},
 			want: []string{`geometry column "geom" is of type CURVEPOLYGON`, `ST_CurveToLine`}},
 		{name: "no such id column", cfg: layers.Layer{Table: "test_pglayers.pts4326", ID: "gid"},

@@ -22,7 +22,13 @@
 // the projection's domain is transformed), then simplified to
 // tiles.Tolerance of the zoom; features that vanish are left out. Rows are
 // taken by the filter column, largest first, then by id (or the primary
-// key), up to the layer's cap.
+// key), up to the layer's cap; a view or table with neither id nor key is
+// taken in the order the planner finds its rows, which matters only at the
+// cap.
+//
+// Opening a layer in a projected SRID costs about 0.2 s (its domain, see
+// below); a table never analyzed has its bounds read by ST_Extent, under
+// the statement timeout.
 //
 // Decisions, in the terms of the layers file:
 //   - A geography column is refused: its index answers geography's &&,

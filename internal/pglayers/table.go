@@ -173,7 +173,7 @@ func geometry(rel relation, cs []column, name string) (column, error) {
 			return column{}, fmt.Errorf("%s %s has no geometry column the role may read", rel.describe(), rel.qualified())
 		case 1:
 		default:
-			return column{}, fmt.Errorf("%s %s has several geometry columns (%s): name one with geometry:",
+			return column{}, fmt.Errorf("%s %s has several geometry columns (%s): name the one to draw as the layer's geometry",
 				rel.describe(), rel.qualified(), strings.Join(names, ", "))
 		}
 	}
@@ -406,9 +406,9 @@ type tableSource struct {
 	// is rounded up, which keeps the meaning of >=.
 	integerFilter bool
 	srid          int32
-	domain      []byte
-	geomName    string
-	idName      string
+	domain        []byte
+	geomName      string
+	idName        string
 }
 
 var _ tiles.Source = (*tableSource)(nil)
