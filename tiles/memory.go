@@ -64,7 +64,7 @@ func NewMemory(d *dataset.Dataset) *Memory {
 		idx.tree.Insert(b.Min, b.Max, int32(len(idx.fences)))
 		idx.fences = append(idx.fences, f)
 		idx.merc = append(idx.merc, merc)
-		idx.low = append(idx.low, simplifyPolygons(orb.Clone(merc).(orb.MultiPolygon), tolerance(lowZoom)))
+		idx.low = append(idx.low, simplifyPolygons(orb.Clone(merc).(orb.MultiPolygon), Tolerance(lowZoom)))
 	}
 	return m
 }
@@ -137,7 +137,7 @@ func (idx *fenceIndex) features(l Layer, t maptile.Tile, env, menv orb.Bound) []
 	var fs []*geojson.Feature
 	for _, i := range hits[:min(len(hits), l.MaxFeatures)] {
 		g := clip.MultiPolygon(menv, orb.Clone(geoms[i]).(orb.MultiPolygon))
-		g = tilePolygons(simplifyPolygons(g, tolerance(t.Z)), env)
+		g = tilePolygons(simplifyPolygons(g, Tolerance(t.Z)), env)
 		if len(g) == 0 {
 			continue
 		}

@@ -85,7 +85,7 @@ func (s *PostGIS) Tile(ctx context.Context, l Layer, t maptile.Tile) ([]byte, er
 		l.MinPopulation(int(t.Z)), l.MaxFeatures, l.Name}
 	if l.kind != "" {
 		sql, args = fencesSQL, []any{int(t.Z), int(t.X), int(t.Y), margin, Extent, Buffer,
-			tolerance(t.Z), string(l.kind), l.MaxFeatures, l.Name, lowZoom}
+			Tolerance(t.Z), string(l.kind), l.MaxFeatures, l.Name, lowZoom}
 	}
 	mvt, err := pgq.Query(ctx, s.db, pgq.CustomPlan, sql, args, func(rows pgx.Rows) ([]byte, error) {
 		return pgx.CollectExactlyOneRow(rows, pgx.RowTo[[]byte])

@@ -209,7 +209,9 @@ const lowZoom = 4
 // cannot be seen.
 const simplifyUnits = 4
 
-// tolerance is the simplification tolerance in Web Mercator metres at zoom z.
-func tolerance(z maptile.Zoom) float64 {
+// Tolerance is the simplification tolerance in Web Mercator metres at zoom
+// z: simplifyUnits tile units. Every PostGIS layer simplifies its lines and
+// polygons to it.
+func Tolerance(z maptile.Zoom) float64 {
 	return simplifyUnits * 2 * worldHalf / math.Exp2(float64(z)) / Extent
 }

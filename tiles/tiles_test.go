@@ -251,7 +251,7 @@ func TestExplainUsesIndex(t *testing.T) {
 		args             []any
 	}{
 		{"places z14", placesSQL, "places_geom_3857_idx", []any{14, int(paris.X), int(paris.Y), margin, Extent, Buffer, int64(0), 1000, "places"}},
-		{"counties z10", fencesSQL, "fences_geom_3857_idx", []any{10, int(la.X), int(la.Y), margin, Extent, Buffer, tolerance(10), "county", 4000, "counties", lowZoom}},
+		{"counties z10", fencesSQL, "fences_geom_3857_idx", []any{10, int(la.X), int(la.Y), margin, Extent, Buffer, Tolerance(10), "county", 4000, "counties", lowZoom}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { spatialtest.UsesIndex(t, pool, tc.index, tc.sql, tc.args...) })
 	}
@@ -269,7 +269,7 @@ WHERE d.adrelid = 'fences'::regclass AND a.attname = 'geom_3857_low'`).Scan(&exp
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := strconv.FormatFloat(tolerance(lowZoom), 'g', -1, 64); !strings.Contains(expr, want) {
+	if want := strconv.FormatFloat(Tolerance(lowZoom), 'g', -1, 64); !strings.Contains(expr, want) {
 		t.Errorf("geom_3857_low is %s, want a tolerance of %s", expr, want)
 	}
 }
