@@ -41,11 +41,14 @@ var (
 )
 
 // WithinQuery asks for the places within Radius metres of a point on the
-// WGS84 spheroid, nearest first, at most Limit of them.
+// WGS84 spheroid, nearest first, at most Limit of them. Geometry asks for
+// every feature's geometry: without it, only the features of a set of
+// points (Set.PointsOnly, the bundled places) carry theirs.
 type WithinQuery struct {
 	Lng, Lat float64
 	Radius   float64 // metres, in (0, MaxRadius]
 	Limit    int     // in [1, MaxLimit]
+	Geometry bool
 }
 
 // ContainsQuery asks for the fences that contain a point (its boundary
