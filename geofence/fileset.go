@@ -39,17 +39,18 @@ const DistanceProperty = "distance"
 //     point on the spheroid (edges are great-circle arcs, as on PostGIS's
 //     geography; a polygon covering the point is at distance 0), nearest
 //     first, ties by id, then in the order of features;
-//   - contains, only if every feature is a Polygon or MultiPolygon: the
-//     features whose polygons cover the point (edges straight in
-//     longitude and latitude, the boundary included, as ST_Intersects on
-//     geometry), by id, then in the order of features.
+//   - contains, only if every feature with a geometry is a Polygon or
+//     MultiPolygon: the features whose polygons cover the point (edges
+//     straight in longitude and latitude, the boundary included, as
+//     ST_Intersects on geometry), by id, then in the order of features.
 //
 // A feature's id is its GeoJSON id: every feature has a number that is an
 // integer (of at most 2^53), or every feature has a string, or none has one.
 // properties are the properties of features that answers carry; nil for
 // every property that some feature has a string, number, boolean or null
 // for (but DistanceProperty). A feature with no geometry is never in an
-// answer. The set is PointsOnly if every feature is a Point.
+// answer. The set is PointsOnly if every feature with a geometry is a
+// Point.
 //
 // The features must not change afterwards; answers share their geometries,
 // wound as RFC 7946 wants (exterior rings counter-clockwise, holes

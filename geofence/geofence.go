@@ -7,6 +7,11 @@
 // with no database. Their answers are checked against each other by a
 // differential test. Inputs are validated the same way by both; an invalid
 // one is reported as a *param.Error naming the field.
+//
+// Sets (Set, Sets) put these questions to any source: the bundled data
+// (Bundled), features held in memory such as a GeoJSON file's
+// (NewFileSet), or a PostGIS table (package internal/pgsets), whose
+// answers NewFileSet's match.
 package geofence
 
 import (

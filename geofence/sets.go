@@ -49,12 +49,12 @@ const (
 // Bundled returns the bundled sets answered by b: a *PostGIS over the
 // tables tileapi load fills, or a *Memory over the dataset.
 func Bundled(b backend) []Set {
-	fences := map[string]string{"name": "String", "kind": "String", "code": "String"}
+	fences := map[string]string{"name": FieldString, "kind": FieldString, "code": FieldString}
 	return []Set{
 		{
 			Name: PlacesSet, Description: "Populated places from GeoNames; feature id is the geonameid",
-			Fields: map[string]string{"name": "String", "country": "String", "admin_code": "String",
-				"feature_code": "String", "population": "Number", "distance": "Number"},
+			Fields: map[string]string{"name": FieldString, "country": FieldString, "admin_code": FieldString,
+				"feature_code": FieldString, "population": FieldNumber, DistanceProperty: FieldNumber},
 			Within: true, PointsOnly: true, Source: bundledSource{b},
 		},
 		{
