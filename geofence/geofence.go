@@ -7,6 +7,11 @@
 // with no database. Their answers are checked against each other by a
 // differential test. Inputs are validated the same way by both; an invalid
 // one is reported as a *param.Error naming the field.
+//
+// Sets (Set, Sets) put these questions to any source: the bundled data
+// (Bundled), features held in memory such as a GeoJSON file's
+// (NewFileSet), or a PostGIS table (package internal/pgsets), whose
+// answers NewFileSet's match.
 package geofence
 
 import (
@@ -41,13 +46,13 @@ var (
 )
 
 // WithinQuery asks for the places within Radius metres of a point on the
-// WGS84 spheroid, nearest first, at most Limit of them.
+// WGS84 spheroid, nearest first, at most Limit of them. Geometry asks for
+// every feature's geometry: without it, only the features of a set of
+// points (Set.PointsOnly, the bundled places) carry theirs.
 type WithinQuery struct {
 	Lng, Lat float64
 	Radius   float64 // metres, in (0, MaxRadius]
 	Limit    int     // in [1, MaxLimit]
-	// Geometry asks for every feature's geometry; without it only the
-	// features of a set of points carry theirs (Set.PointsOnly).
 	Geometry bool
 }
 

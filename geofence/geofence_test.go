@@ -35,8 +35,8 @@ func TestParseWithin(t *testing.T) {
 		field                   string // "" for a valid query
 		want                    WithinQuery
 	}{
-		{name: "valid", lng: "2.35", lat: "48.85", radius: "5000", limit: "7", want: WithinQuery{2.35, 48.85, 5000, 7}},
-		{name: "default limit", lng: "-180", lat: "90", radius: "100000", want: WithinQuery{-180, 90, 100000, DefaultLimit}},
+		{name: "valid", lng: "2.35", lat: "48.85", radius: "5000", limit: "7", want: WithinQuery{Lng: 2.35, Lat: 48.85, Radius: 5000, Limit: 7}},
+		{name: "default limit", lng: "-180", lat: "90", radius: "100000", want: WithinQuery{Lng: -180, Lat: 90, Radius: 100000, Limit: DefaultLimit}},
 		{name: "lng not a number", lng: "x", lat: "0", radius: "1", field: "lng"},
 		{name: "lng NaN", lng: "NaN", lat: "0", radius: "1", field: "lng"},
 		{name: "lng too big", lng: "180.0001", lat: "0", radius: "1", field: "lng"},
@@ -49,16 +49,16 @@ func TestParseWithin(t *testing.T) {
 		{name: "limit over max", lng: "0", lat: "0", radius: "1", limit: "1001", field: "limit"},
 		{name: "limit not an integer", lng: "0", lat: "0", radius: "1", limit: "2.5", field: "limit"},
 		// JSON's numbers only: what strconv would also have read.
-		{name: "negative zero", lng: "-0", lat: "-0.0", radius: "0.5", limit: "1000", want: WithinQuery{0, 0, 0.5, 1000}},
+		{name: "negative zero", lng: "-0", lat: "-0.0", radius: "0.5", limit: "1000", want: WithinQuery{Lng: 0, Lat: 0, Radius: 0.5, Limit: 1000}},
 		{name: "lng with underscore", lng: "1_0", lat: "0", radius: "1", field: "lng"},
 		{name: "lng with leading zero", lng: "010", lat: "0", radius: "1", field: "lng"},
 		{name: "lat with plus", lng: "0", lat: "+1", radius: "1", field: "lat"},
 		{name: "lat with space", lng: "0", lat: " 1", radius: "1", field: "lat"},
 		{name: "lat without integer part", lng: "0", lat: ".5", radius: "1", field: "lat"},
 		{name: "radius hex float", lng: "0", lat: "0", radius: "0x1p1", field: "radius"},
-		{name: "radius exponent", lng: "0", lat: "0", radius: "1e3", limit: "1000", want: WithinQuery{0, 0, 1000, 1000}},
+		{name: "radius exponent", lng: "0", lat: "0", radius: "1e3", limit: "1000", want: WithinQuery{Lng: 0, Lat: 0, Radius: 1000, Limit: 1000}},
 		{name: "radius exponent without digits", lng: "0", lat: "0", radius: "1e", field: "radius"},
-		{name: "lng as JavaScript writes 0.0000001", lng: "1e-7", lat: "1E1", radius: "1", limit: "1000", want: WithinQuery{1e-7, 10, 1, 1000}},
+		{name: "lng as JavaScript writes 0.0000001", lng: "1e-7", lat: "1E1", radius: "1", limit: "1000", want: WithinQuery{Lng: 1e-7, Lat: 10, Radius: 1, Limit: 1000}},
 		{name: "radius trailing dot", lng: "0", lat: "0", radius: "5.", field: "radius"},
 		{name: "radius inf", lng: "0", lat: "0", radius: "inf", field: "radius"},
 		{name: "limit leading zero", lng: "0", lat: "0", radius: "1", limit: "01", field: "limit"},
@@ -119,10 +119,10 @@ func TestWithin(t *testing.T) {
 				first    int64 // geonameid of the nearest place
 				min, max int   // bounds on the number of results
 			}{
-				{"Paris 5 km", WithinQuery{2.3488, 48.85341, 5000, 50}, 2988507, 5, 50},
-				{"Paris limit 3", WithinQuery{2.3488, 48.85341, 25000, 3}, 2988507, 3, 3},
-				{"open ocean", WithinQuery{-30, 0, 100000, 50}, 0, 0, 0},
-				{"across the antimeridian", WithinQuery{-179.99, -16.5, 100000, 50}, 0, 1, 50},
+				{"Paris 5 km", WithinQuery{Lng: 2.3488, Lat: 48.85341, Radius: 5000, Limit: 50}, 2988507, 5, 50},
+				{"Paris limit 3", WithinQuery{Lng: 2.3488, Lat: 48.85341, Radius: 25000, Limit: 3}, 2988507, 3, 3},
+				{"open ocean", WithinQuery{Lng: -30, Lat: 0, Radius: 100000, Limit: 50}, 0, 0, 0},
+				{"across the antimeridian", WithinQuery{Lng: -179.99, Lat: -16.5, Radius: 100000, Limit: 50}, 0, 1, 50},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					ns, err := b.Within(ctx, tc.q)
@@ -215,7 +215,7 @@ func TestPostGISCancel(t *testing.T) {
 	pool, _ := spatialtest.Loaded(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := NewPostGIS(pool, time.Second).Within(ctx, WithinQuery{0, 0, 1000, 1})
+	_, err := NewPostGIS(pool, time.Second).Within(ctx, WithinQuery{Lng: 0, Lat: 0, Radius: 1000, Limit: 1})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("error %v, want context.Canceled", err)
 	}

@@ -57,7 +57,7 @@ func (m *Memory) Within(ctx context.Context, q WithinQuery) ([]Near, error) {
 	}
 	c := orb.Point{q.Lng, q.Lat}
 	var ns []Near
-	for _, b := range searchBounds(c, q.Radius) {
+	for _, b := range q.Bounds() {
 		m.placeTree.Search(b.Min, b.Max, func(_, _ [2]float64, i int32) bool {
 			p := m.places[i]
 			if d := spheroidDistance(c, p.Point); d <= q.Radius {

@@ -11,8 +11,10 @@ import (
 // SetSource answers the questions of one geofence set. Each method is
 // called only if the Set says it answers it, with a validated query; the
 // features it returns are in their answer's order, within's with a
-// "distance" property in metres, and carry their geometry as Set.Geometry
-// says.
+// "distance" property in metres; a feature carries its geometry (in WGS84,
+// polygons wound as RFC 7946 wants) where the query's Geometry asks for it
+// or, in a within answer, where the Set is PointsOnly, and a null geometry
+// otherwise.
 type SetSource interface {
 	Within(ctx context.Context, q WithinQuery) ([]*geojson.Feature, error)
 	Contains(ctx context.Context, q ContainsQuery) ([]*geojson.Feature, error)
@@ -47,12 +49,12 @@ const (
 // Bundled returns the bundled sets answered by b: a *PostGIS over the
 // tables tileapi load fills, or a *Memory over the dataset.
 func Bundled(b backend) []Set {
-	fences := map[string]string{"name": "String", "kind": "String", "code": "String"}
+	fences := map[string]string{"name": FieldString, "kind": FieldString, "code": FieldString}
 	return []Set{
 		{
 			Name: PlacesSet, Description: "Populated places from GeoNames; feature id is the geonameid",
-			Fields: map[string]string{"name": "String", "country": "String", "admin_code": "String",
-				"feature_code": "String", "population": "Number", "distance": "Number"},
+			Fields: map[string]string{"name": FieldString, "country": FieldString, "admin_code": FieldString,
+				"feature_code": FieldString, "population": FieldNumber, DistanceProperty: FieldNumber},
 			Within: true, PointsOnly: true, Source: bundledSource{b},
 		},
 		{
