@@ -34,15 +34,15 @@ const (
 	MaxLimit = 1000
 )
 
-// backend is the method set both implementations share.
-type backend interface {
+// Backend answers the bundled sets: the method set PostGIS and Memory share.
+type Backend interface {
 	Within(ctx context.Context, q WithinQuery) ([]Near, error)
 	Contains(ctx context.Context, q ContainsQuery) ([]dataset.Fence, error)
 }
 
 var (
-	_ backend = (*PostGIS)(nil)
-	_ backend = (*Memory)(nil)
+	_ Backend = (*PostGIS)(nil)
+	_ Backend = (*Memory)(nil)
 )
 
 // WithinQuery asks for the places within Radius metres of a point on the

@@ -19,10 +19,10 @@ import (
 func TestMain(m *testing.M) { os.Exit(spatialtest.Run(m)) }
 
 // backends returns both implementations over the bundled dataset.
-func backends(t testing.TB) map[string]backend {
+func backends(t testing.TB) map[string]Backend {
 	t.Helper()
 	pool, d := spatialtest.Loaded(t)
-	return map[string]backend{
+	return map[string]Backend{
 		"postgis": NewPostGIS(pool, 5*time.Second),
 		"memory":  NewMemory(d),
 	}

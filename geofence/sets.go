@@ -48,7 +48,7 @@ const (
 
 // Bundled returns the bundled sets answered by b: a *PostGIS over the
 // tables tileapi load fills, or a *Memory over the dataset.
-func Bundled(b backend) []Set {
+func Bundled(b Backend) []Set {
 	fences := map[string]string{"name": FieldString, "kind": FieldString, "code": FieldString}
 	return []Set{
 		{
@@ -64,7 +64,7 @@ func Bundled(b backend) []Set {
 	}
 }
 
-type bundledSource struct{ b backend }
+type bundledSource struct{ b Backend }
 
 func (s bundledSource) Within(ctx context.Context, q WithinQuery) ([]*geojson.Feature, error) {
 	ns, err := s.b.Within(ctx, q)

@@ -138,7 +138,7 @@ func tileGeometry(g orb.Geometry, t maptile.Tile, env, menv orb.Bound) orb.Geome
 
 func tileLines(mls orb.MultiLineString, t maptile.Tile, env, menv orb.Bound) orb.Geometry {
 	clipped := clip.MultiLineString(menv, orb.Clone(mls).(orb.MultiLineString))
-	s := simplify.DouglasPeucker(tolerance(t.Z))
+	s := simplify.DouglasPeucker(Tolerance(t.Z))
 	var out orb.MultiLineString
 	for _, ls := range clipped {
 		ls = s.LineString(ls)
@@ -164,7 +164,7 @@ func tileLines(mls orb.MultiLineString, t maptile.Tile, env, menv orb.Bound) orb
 
 func tilePolygonsOf(mp orb.MultiPolygon, t maptile.Tile, env, menv orb.Bound) orb.Geometry {
 	g := clip.MultiPolygon(menv, orb.Clone(mp).(orb.MultiPolygon))
-	g = tilePolygons(simplifyPolygons(g, tolerance(t.Z)), env)
+	g = tilePolygons(simplifyPolygons(g, Tolerance(t.Z)), env)
 	if len(g) == 0 {
 		return nil
 	}

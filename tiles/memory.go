@@ -43,7 +43,7 @@ func NewMemory(d *dataset.Dataset) *Memory {
 	m := &Memory{places: d.Places, fences: map[dataset.Kind]*fenceIndex{}}
 	for i, p := range d.Places {
 		// As in the places table: no point beyond Web Mercator's limit.
-		if math.Abs(p.Point[1]) < maxLat {
+		if math.Abs(p.Point[1]) < MaxLatitude {
 			mp := project.WGS84.ToMercator(p.Point)
 			m.placeTree.Insert(mp, mp, int32(i))
 		}

@@ -27,8 +27,8 @@ type VectorLayer struct {
 	Fields      map[string]string `json:"fields"`
 }
 
-// maxLat is the latitude limit of Web Mercator.
-const maxLat = 85.0511287798066
+// MaxLatitude is the latitude limit of Web Mercator, in degrees.
+const MaxLatitude = 85.0511287798066
 
 // TileJSON describes the layer; tileURL is the URL template of its tiles,
 // with {z}, {x} and {y}, such as https://example.com/tiles/places/{z}/{x}/{y}.mvt.
@@ -49,7 +49,7 @@ func (l Layer) TileJSON(tileURL string) TileJSON {
 		tj.Attribution = dataset.Attribution
 	}
 	if tj.Bounds == ([4]float64{}) {
-		tj.Bounds = [4]float64{-180, -maxLat, 180, maxLat}
+		tj.Bounds = [4]float64{-180, -MaxLatitude, 180, MaxLatitude}
 	}
 	if tj.VectorLayers == nil {
 		fields := l.Fields

@@ -7,7 +7,8 @@
 //	tileapi load [-database-url URL] [-places CSV] [-countries GEOJSON] [-counties GEOJSON]
 //	                                      load the bundled dataset, or your files in its formats
 //	tileapi keys create|list|revoke|set-plan   manage API keys
-//	tileapi plans [-plans-file FILE]      print the plans and what requests cost
+//	tileapi plans [-plans-file FILE] [-layers-file FILE]  print the plans and what requests cost
+//	tileapi layers [-layers-file FILE] [-discover]        print the layers and geofence sets serve would publish
 //	tileapi calibrate [-samples N] [-plot FILE]  fit the work model of settling to the loaded database
 //	tileapi version                       print the version
 //	tileapi healthcheck [-url URL]        exit 0 if GET URL (default http://127.0.0.1:8080/healthz) answers 200
@@ -58,7 +59,12 @@ Usage:
                                          load the bundled dataset, or your files in its formats
   tileapi keys create|list|revoke|set-plan|override
                                          manage API keys
-  tileapi plans [-plans-file FILE]       print the plans and what requests cost
+  tileapi plans [-plans-file FILE] [-layers-file FILE]
+                                         print the plans and what requests cost
+  tileapi layers [-layers-file FILE] [-discover] [-database-url URL]
+                                         print the layers and geofence sets serve would publish, and what discovery skips
+  tileapi export -layer NAME [-zoom 0-8] [-bounds W,S,E,N] -o FILE.pmtiles
+                                         render a layer into a PMTiles archive (a layers file's pmtiles: serves it)
   tileapi calibrate [-database-url URL] [-samples N] [-plot FILE]
                                          time requests on the loaded database; fit the work model plans settle with
   tileapi healthcheck [-url URL]         exit 0 if GET URL (default http://127.0.0.1:8080/healthz) answers 200
@@ -77,6 +83,8 @@ func commands() map[string]command {
 		"keys":        runKeys,
 		"version":     runVersion,
 		"plans":       runPlans,
+		"layers":      runLayers,
+		"export":      runExport,
 		"healthcheck": runHealthcheck,
 		"calibrate":   runCalibrate,
 	}

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/internal/layers"
 	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/tiles"
 )
@@ -20,11 +21,19 @@ func runPlans(_ context.Context, args []string, getenv func(string) string, stdo
 	fs := flag.NewFlagSet("plans", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.String("plans-file", getenv("TILEAPI_PLANS_FILE"), "JSON file of plans replacing or adding to the defaults ($TILEAPI_PLANS_FILE)")
+	layersFile := fs.String("layers-file", getenv("TILEAPI_LAYERS_FILE"), "YAML or JSON `file` of your own layers and geofence sets, whose prices are shown beside the bundled ones' ($TILEAPI_LAYERS_FILE)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ps, err := loadPlans(*file)
 	if err != nil {
+		return err
+	}
+	layerZooms, sets, err := staticCatalog(*layersFile)
+	if err != nil {
+		return err
+	}
+	if err := ps.CheckLayers(layerNames(layerZooms), sets); err != nil {
 		return err
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -64,28 +73,88 @@ func runPlans(_ context.Context, args []string, getenv func(string) string, stdo
 	}
 	fmt.Fprintln(w)
 	for _, p := range ps.All() {
-		for _, l := range tiles.Layers() {
-			fmt.Fprintf(w, "%s %s", p.Name, l.Name)
+		for _, l := range layerZooms {
+			fmt.Fprintf(w, "%s %s", p.Name, l.name)
 			for _, z := range zooms {
-				if z < l.MinZoom || z > l.MaxZoom {
+				switch {
+				case !p.Cost.SellsLayer(l.name):
+					fmt.Fprint(w, "\tnot in plan")
+				case z < l.minZoom || z > l.maxZoom:
 					fmt.Fprint(w, "\t-")
-					continue
+				default:
+					fmt.Fprintf(w, "\t%d/%d", p.Cost.Tile(l.name, z), p.Cost.CachedTile(l.name, z))
 				}
-				fmt.Fprintf(w, "\t%d/%d", p.Cost.Tile(l.Name, z), p.Cost.CachedTile(l.Name, z))
+				if !p.Cost.SellsLayer(l.name) {
+					break
+				}
 			}
 			fmt.Fprintln(w)
 		}
 	}
-	fmt.Fprintf(w, "\ncontains, TileJSON, catalog: %d unit; /v1/quota, /healthz, /readyz, /metrics: not charged\n", ps.All()[0].Cost.Flat)
+	fmt.Fprintln(w)
+
+	fmt.Fprint(w, "geofence set cost (units)\twithin 1 km\twithin 10 km\tcontains")
+	fmt.Fprintln(w)
+	for _, p := range ps.All() {
+		for _, set := range sets {
+			m, ok := p.Cost.ForSet(set)
+			if !ok {
+				fmt.Fprintf(w, "%s %s\tnot in plan\n", p.Name, set)
+				continue
+			}
+			fmt.Fprintf(w, "%s %s\t%d\t%d\t%d\n", p.Name, set, m.Radius(1000), m.Radius(10_000), m.Flat)
+		}
+	}
+	fmt.Fprintf(w, "\nTileJSON, catalogs: %d unit; /v1/quota, /healthz, /readyz, /metrics: not charged\n", ps.All()[0].Cost.Flat)
 	return w.Flush()
 }
 
-// loadPlans loads the plans (see plans.Load) and refuses those that price
-// tiles of a layer the server does not have.
-func loadPlans(path string) (plans.Set, error) {
-	ps, err := plans.Load(path)
-	if err != nil {
-		return plans.Set{}, err
+// layerZoom is a layer's name and zoom range, as the layers file says.
+type layerZoom struct {
+	name             string
+	minZoom, maxZoom int
+}
+
+// staticCatalog returns the bundled layers and those of the layers file
+// at path (zooms as the file gives them, an archive's own where it gives
+// none), and the sets' names, without opening a source.
+func staticCatalog(path string) ([]layerZoom, []string, error) {
+	var ls []layerZoom
+	for _, l := range tiles.Layers() {
+		ls = append(ls, layerZoom{l.Name, l.MinZoom, l.MaxZoom})
 	}
-	return ps, ps.CheckLayers(tiles.LayerNames(), []string{geofence.PlacesSet, geofence.BoundariesSet})
+	sets := []string{geofence.PlacesSet, geofence.BoundariesSet}
+	if path == "" {
+		return ls, sets, nil
+	}
+	f, err := layers.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := f.Check(append(tiles.LayerNames(), sets...)); err != nil {
+		return nil, nil, fmt.Errorf("layers: %s: %w", path, err)
+	}
+	for _, l := range f.Layers {
+		minZoom, maxZoom := l.Zooms()
+		ls = append(ls, layerZoom{l.Name, minZoom, maxZoom})
+	}
+	for _, s := range f.Geofences {
+		sets = append(sets, s.Name)
+	}
+	return ls, sets, nil
+}
+
+func layerNames(ls []layerZoom) []string {
+	ns := make([]string, len(ls))
+	for i, l := range ls {
+		ns[i] = l.name
+	}
+	return ns
+}
+
+// loadPlans loads the plans (see plans.Load). What they price is checked
+// against the layers and sets served once those are open (serve), or read
+// (tileapi plans).
+func loadPlans(path string) (plans.Set, error) {
+	return plans.Load(path)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/ledger"
 	"github.com/tileapi/tileapi/internal/seed"
+	"github.com/tileapi/tileapi/internal/sources"
 	"github.com/tileapi/tileapi/internal/tilecache"
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/inflight"
@@ -68,6 +69,8 @@ type serveConfig struct {
 
 	// PostGIS and the tiles.
 	databaseURL       string
+	layersFile        string // the operator's own layers and geofence sets
+	discover          bool   // every table the database role may read, as a layer
 	dbMaxConns        int
 	queryTimeout      time.Duration
 	tileCacheRedisURL string
@@ -148,6 +151,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.adminAddr, "admin-addr", env("TILEAPI_ADMIN_ADDR", "127.0.0.1:8081"), "listen address of the admin API and of /readyz with each dependency's error; keep it private; none: no admin listener ($TILEAPI_ADMIN_ADDR)")
 	boolean(&c.adminOnPublic, "admin-on-public", "TILEAPI_ADMIN_ON_PUBLIC", false, "also serve the admin API on the public listener")
 	fs.StringVar(&c.plansFile, "plans-file", getenv("TILEAPI_PLANS_FILE"), "JSON file of plans replacing or adding to the defaults ($TILEAPI_PLANS_FILE)")
+	fs.StringVar(&c.layersFile, "layers-file", getenv("TILEAPI_LAYERS_FILE"), "YAML or JSON `file` of your own tile layers (tables, functions, PMTiles archives, GeoJSON and FlatGeobuf files) and geofence sets, served beside the bundled ones; see tileapi layers ($TILEAPI_LAYERS_FILE)")
 	secretVar(fs, &c.demoKeys, "demo-keys", getenv("TILEAPI_DEMO_KEYS"), "`key:plan,...` registered at start; default without a database: demo-free:free,demo-pro:pro ($TILEAPI_DEMO_KEYS)")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", getenv("TILEAPI_TRUSTED_PROXIES"), "comma-separated CIDRs whose X-Forwarded-For is believed ($TILEAPI_TRUSTED_PROXIES)")
 	fs.StringVar(&c.corsOrigins, "cors-origins", env("TILEAPI_CORS_ORIGINS", "*"), "comma-separated origins whose pages may call /v1, * for any, none for no CORS ($TILEAPI_CORS_ORIGINS)")
@@ -158,6 +162,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	boolean(&c.demoKeysInDatabase, "demo-keys-in-database", "TILEAPI_DEMO_KEYS_IN_DATABASE", false, "with a database, write the demo keys into it, where they stay until revoked; free-like plans only")
 	boolean(&c.anonymous, "anonymous", "TILEAPI_ANONYMOUS", true, "serve requests without a key on the anonymous plan, by client IP")
 	boolean(&c.shadow, "shadow", "TILEAPI_SHADOW", false, "report quota decisions but never block")
+	boolean(&c.discover, "discover", "TILEAPI_DISCOVER", false, "also publish, as a layer, every table and view with a geometry column and a spatial index that the database role may read (tileapi layers -discover shows which)")
 	boolean(&c.requireRedis, "require-redis", "TILEAPI_REQUIRE_REDIS", false, "refuse to start when REDIS_URL does not answer")
 	boolean(&c.allowEvictingRedis, "allow-evicting-redis", "TILEAPI_ALLOW_EVICTING_REDIS", false, "start even though REDIS_URL's maxmemory-policy is not noeviction, and so may evict the quotas' keys")
 	boolean(&c.redisBatch, "redis-batch", "TILEAPI_REDIS_BATCH", true, "send concurrent Redis calls together, one round trip a batch, and a tile's cache lookup with its charge where both are in REDIS_URL")
@@ -401,6 +406,9 @@ func openData(ctx context.Context, c serveConfig, cfg *httpapi.Config, rdb redis
 		cfg.DataVersion = "embedded"
 		log.Info("no DATABASE_URL: serving the bundled dataset from memory; keys live in memory",
 			"places", len(d.Places), "fences", len(d.Fences), "load_time", time.Since(start).Round(time.Millisecond))
+		if err := openSources(ctx, c, cfg, nil, o, log); err != nil {
+			return nil, err
+		}
 		return keys.NewMemory(), nil
 	}
 	pool, err := openPool(ctx, c.databaseURL, c.dbMaxConns)
@@ -411,6 +419,9 @@ func openData(ctx context.Context, c serveConfig, cfg *httpapi.Config, rdb redis
 	o.reserve += c.dbMaxConns
 	cfg.Geofence, cfg.Tiles = geofence.NewPostGIS(pool, c.queryTimeout), tiles.NewPostGIS(pool, c.queryTimeout)
 	if cfg.DataVersion, err = seed.Version(ctx, pool); err != nil {
+		return nil, err
+	}
+	if err := openSources(ctx, c, cfg, pool, o, log); err != nil {
 		return nil, err
 	}
 	cfg.Ready = append(cfg.Ready, httpapi.Check{Name: "database", Ping: pool.Ping})
@@ -425,6 +436,36 @@ func openData(ctx context.Context, c serveConfig, cfg *httpapi.Config, rdb redis
 		o.onClose(func() { stopLedger(); <-flushed }) // the last write, before the pool closes
 	}
 	return keys.NewPostgres(pool), nil
+}
+
+// openSources sets the layers and geofence sets served: the bundled ones
+// (cfg.Tiles, cfg.Geofence), the layers file's and, with -discover, the
+// tables discovery finds; and refuses plans that price one that is not.
+func openSources(ctx context.Context, c serveConfig, cfg *httpapi.Config, pool *pgxpool.Pool, o *opened, log *slog.Logger) error {
+	opts, err := sourceOptions(c.layersFile, c.discover, pool, c.queryTimeout)
+	if err != nil {
+		return err
+	}
+	opts.BundledTiles, opts.BundledSets = cfg.Tiles, cfg.Geofence
+	p, err := sources.Open(ctx, opts)
+	if err != nil {
+		return err
+	}
+	o.onClose(p.Close)
+	for _, w := range p.Warnings {
+		log.Warn("layers: " + w)
+	}
+	for _, sk := range p.Skipped {
+		log.Info("discovery skipped a table", "table", sk.Table, "reason", sk.Reason)
+	}
+	cfg.Layers, cfg.Sets = p.Layers, p.Sets
+	if err := cfg.Plans.CheckLayers(p.Layers.Names(), p.Sets.Names()); err != nil {
+		return err
+	}
+	if c.layersFile != "" || c.discover {
+		log.Info("serving your own layers and geofence sets", "layers", len(p.Layers.Names()), "sets", len(p.Sets.Names()))
+	}
+	return nil
 }
 
 // openKeys adds the demo keys to store and sets the key index that
