@@ -89,7 +89,8 @@ func runLayers(ctx context.Context, args []string, getenv func(string) string, s
 	fs := flag.NewFlagSet("layers", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	layersFile := fs.String("layers-file", getenv("TILEAPI_LAYERS_FILE"), "YAML or JSON `file` of your own layers and geofence sets ($TILEAPI_LAYERS_FILE)")
-	discover := fs.Bool("discover", getenv("TILEAPI_DISCOVER") == "true", "also list every table discovery would publish, and those it would skip ($TILEAPI_DISCOVER)")
+	discoverDefault, _ := parseBool(getenv("TILEAPI_DISCOVER"))
+	discover := fs.Bool("discover", discoverDefault, "also list every table discovery would publish, and those it would skip ($TILEAPI_DISCOVER)")
 	url := databaseFlag(fs, getenv)
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -70,7 +70,7 @@ func get(t *testing.T, url, key string) (*http.Response, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	if key != "" {
-		req.Header.Set("X-API-Key", key)
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

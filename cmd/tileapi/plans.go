@@ -75,17 +75,16 @@ func runPlans(_ context.Context, args []string, getenv func(string) string, stdo
 	for _, p := range ps.All() {
 		for _, l := range layerZooms {
 			fmt.Fprintf(w, "%s %s", p.Name, l.name)
-			for _, z := range zooms {
+			for i, z := range zooms {
 				switch {
-				case !p.Cost.SellsLayer(l.name):
+				case !p.Cost.SellsLayer(l.name) && i == 0:
 					fmt.Fprint(w, "\tnot in plan")
+				case !p.Cost.SellsLayer(l.name):
+					fmt.Fprint(w, "\t")
 				case z < l.minZoom || z > l.maxZoom:
 					fmt.Fprint(w, "\t-")
 				default:
 					fmt.Fprintf(w, "\t%d/%d", p.Cost.Tile(l.name, z), p.Cost.CachedTile(l.name, z))
-				}
-				if !p.Cost.SellsLayer(l.name) {
-					break
 				}
 			}
 			fmt.Fprintln(w)
@@ -99,7 +98,7 @@ func runPlans(_ context.Context, args []string, getenv func(string) string, stdo
 		for _, set := range sets {
 			m, ok := p.Cost.ForSet(set)
 			if !ok {
-				fmt.Fprintf(w, "%s %s\tnot in plan\n", p.Name, set)
+				fmt.Fprintf(w, "%s %s\tnot in plan\t\t\n", p.Name, set)
 				continue
 			}
 			fmt.Fprintf(w, "%s %s\t%d\t%d\t%d\n", p.Name, set, m.Radius(1000), m.Radius(10_000), m.Flat)

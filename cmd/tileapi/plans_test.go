@@ -56,7 +56,7 @@ func TestPlansUnknownLayer(t *testing.T) {
 	getenv := func(k string) string { return map[string]string{"TILEAPI_PLANS_FILE": file}[k] }
 	for _, args := range [][]string{{"tileapi", "plans"}, {"tileapi", "serve", "-addr", "127.0.0.1:0"}} {
 		err := run(context.Background(), args, getenv, io.Discard, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), `layer "place", which does not exist; the layers are places, countries, counties`) {
+		if err == nil || !strings.Contains(err.Error(), `layer "place", which does not exist; they are places, countries, counties`) {
 			t.Errorf("%v: %v, want the unknown layer refused with the list", args[1:], err)
 		}
 	}
@@ -66,5 +66,39 @@ func TestPlansUnknownLayer(t *testing.T) {
 func TestDefaultPlansLayers(t *testing.T) {
 	if err := plans.Defaults().CheckLayers(tiles.LayerNames(), []string{geofence.PlacesSet, geofence.BoundariesSet}); err != nil {
 		t.Error(err)
+	}
+}
+
+// With a layers file, tileapi plans prices its layers and sets too: by
+// name, by "*", or not in the plan.
+func TestPlansCommandLayersFile(t *testing.T) {
+	dir := t.TempDir()
+	plansFile, layersFile := filepath.Join(dir, "plans.json"), filepath.Join(dir, "layers.yaml")
+	if err := os.WriteFile(plansFile, []byte(`{"plans": [{"name": "parcels-only", "max_radius_m": 3000,
+		"limits": [{"name": "w", "max": 500, "window": "10s"}],
+		"cost": {"radius_unit_m": 1000, "hit_divisor": 2, "flat": 2,
+		         "tiles": {"parcels": {"ref_zoom": 14, "max": 64}},
+		         "sets": {"stores": {"radius_unit_m": 500}}}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(layersFile, []byte("layers: [{name: parcels, table: parcels, minzoom: 8}]\ngeofences: [{name: stores, table: stores}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"TILEAPI_PLANS_FILE": plansFile, "TILEAPI_LAYERS_FILE": layersFile}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"tileapi", "plans"}, func(k string) string { return env[k] }, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`(?m)^free parcels +- +- +- +- +16/4 +16/4 +16/4 +1/1 +1/1$`, // "*" of the compiled-in plans
+		`(?m)^parcels-only parcels +- +- +- +- +64/32 +64/32 +64/32 +16/8 +1/1$`,
+		`(?m)^parcels-only places +not in plan *$`,
+		`(?m)^parcels-only stores +4 +400 +2$`,
+		`(?m)^parcels-only boundaries +not in plan *$`,
+		`(?m)^free stores +1 +25 +1$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Errorf("output lacks %s:\n%s", want, out.String())
+		}
 	}
 }
