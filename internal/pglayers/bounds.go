@@ -3,6 +3,7 @@ package pglayers
 import (
 	"context"
 	"errors"
+	"math"
 
 	"github.com/jackc/pgx/v5"
 
@@ -69,5 +70,8 @@ func bounds(ctx context.Context, db pgq.Store, tb table) ([4]float64, string) {
 	if west > east || south > north {
 		return [4]float64{}, "bounds: the table's extent is outside Web Mercator's world"
 	}
-	return [4]float64{west, south, east, north}, ""
+	// The estimate is in single precision: rounded outward to a micro-
+	// degree (about 11 cm), it reads as written and still covers the rows.
+	out := func(v float64, f func(float64) float64) float64 { return f(v*1e6) / 1e6 }
+	return [4]float64{out(west, math.Floor), out(south, math.Floor), out(east, math.Ceil), out(north, math.Ceil)}, ""
 }
