@@ -155,3 +155,26 @@ func TestLoad(t *testing.T) {
 		t.Errorf("a missing file: %v", err)
 	}
 }
+
+// FuzzParse: any bytes are a layers file or an error; never a panic, and
+// a file that parses passes its own check.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("layers: [{name: a, table: public.t, minzoom: 2, filter: {column: c, min_by_zoom: {3: 5}}}]"))
+	f.Add([]byte(`{"layers": [{"name": "f", "function": "fn", "params": [{"name": "y", "type": "integer", "min": 1, "default": 3}]}]}`))
+	f.Add([]byte("geofences: [{name: s, file: s.geojson, properties: [a, b]}]"))
+	f.Add([]byte("layers: [{name: a, pmtiles: x, minzoom: 9, maxzoom: 3}]\n---\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		file, err := Parse(b)
+		if err != nil {
+			return
+		}
+		if err := file.Check(nil); err != nil {
+			t.Fatalf("Parse accepted a file its Check refuses: %v", err)
+		}
+		for _, l := range file.Layers {
+			if lo, hi := l.Zooms(); lo > hi || hi > MaxZoom || l.Features() < 1 {
+				t.Fatalf("layer %q: zooms %d-%d, features %d", l.Name, lo, hi, l.Features())
+			}
+		}
+	})
+}
