@@ -51,10 +51,14 @@ type contract struct {
 }
 
 // loadContract loads openapi.json and validates the document itself.
-func loadContract(t *testing.T) *contract {
+func loadContract(t *testing.T) *contract { return loadContractFrom(t, openAPI) }
+
+// loadContractFrom loads an OpenAPI document (a server's /openapi.json)
+// and validates the document itself.
+func loadContractFrom(t *testing.T, document []byte) *contract {
 	t.Helper()
 	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromData(openAPI)
+	doc, err := loader.LoadFromData(document)
 	if err != nil {
 		t.Fatalf("openapi.json does not load: %v", err)
 	}
