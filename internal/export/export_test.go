@@ -116,4 +116,6 @@ func TestTileRange(t *testing.T) {
 
 type readerAt struct{ r *bytes.Reader }
 
-func (s readerAt) ReadAt(_ context.Context, p []byte, off int64) (int, error) { return s.r.ReadAt(p, off) }
+func (s readerAt) ReadAt(_ context.Context, p []byte, off int64) (int, error) {
+	return s.r.ReadAt(p, off)
+}
