@@ -41,23 +41,11 @@ const maplibreDist = "../validators/node_modules/maplibre-gl/dist"
 // States). A view's tiles and units are logged; the screenshots go to
 // TILEAPI_SCREENSHOT_DIR.
 func TestMapLibre(t *testing.T) {
-	chromium := chromiumPath(t)
-	if _, err := os.Stat(filepath.Join(maplibreDist, "maplibre-gl.js")); err != nil {
-		quotatest.Unavailable(t, "MapLibre GL JS", "npm --prefix internal/validators ci", err)
-	}
+	ctx, c := newMapLibre(t)
 	d, err := dataset.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := newBrowser(t, chromium, chromedp.Flag("enable-unsafe-swiftshader", true))
-	console := collectConsole(ctx)
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, m := range console.messages() {
-				t.Logf("console: %s", m)
-			}
-		}
-	})
 	shots := screenshotDir(t)
 	for _, v := range []struct {
 		name     string
@@ -69,42 +57,10 @@ func TestMapLibre(t *testing.T) {
 	} {
 		for _, zoom := range []int{3, 5, 10} {
 			t.Run(fmt.Sprintf("%s/z%d", v.name, zoom), func(t *testing.T) {
-				log := &tileLog{}
-				srv := httptest.NewServer(log.wrap(mapLibreService(t, d)))
-				t.Cleanup(srv.Close)
-				q := url.Values{"lng": {fmt.Sprint(v.lng)}, "lat": {fmt.Sprint(v.lat)}, "zoom": {strconv.Itoa(zoom)}, "key": {"map-free"}}
-				if err := chromedp.Do(ctx, chromedp.EmulateViewport(1024, 768), chromedp.Navigate(srv.URL+"/map.html?"+q.Encode())); err != nil {
-					t.Fatal(err)
-				}
-				// The first view is drawn when the map has every tile of it,
-				// loaded or failed; the requests it made are then all in the
-				// server's log.
-				poll[bool](t, ctx, `map.loaded() && map.areTilesLoaded()`, 60*time.Second)
-				got := log.await(t, evaluate[int](t, ctx, `window.mapRequests`))
-				saveScreenshot(t, ctx, filepath.Join(shots, fmt.Sprintf("maplibre-%s-z%d.png", v.name, zoom)))
-
-				var tiles, empty, units int64
-				perLayer := map[string]int{}
-				for _, r := range got {
-					if r.status != http.StatusOK {
-						t.Errorf("%s: status %d, want 200", r.path, r.status)
-					}
-					if r.status == http.StatusOK {
-						units += r.cost
-					}
-					if layer, ok := strings.CutPrefix(r.path, "/v1/tiles/"); ok && strings.HasSuffix(r.path, ".mvt") {
-						tiles++
-						perLayer[layer[:strings.IndexByte(layer, '/')]]++
-						if r.size == 0 {
-							empty++
-						}
-					}
-				}
-				t.Logf("first view of %s at zoom %d: %d tiles (%v), %d empty, %d requests in all, %d units",
-					v.name, zoom, tiles, perLayer, empty, len(got), units)
-				if errs := evaluate[[]string](t, ctx, `window.mapErrors`); len(errs) > 0 {
-					t.Errorf("the map's errors: %q", errs)
-				}
+				q := url.Values{"lng": {fmt.Sprint(v.lng)}, "lat": {fmt.Sprint(v.lat)}, "zoom": {strconv.Itoa(zoom)}, "key": {"map-free"},
+					"layers": {"fill:countries,line:counties,circle:places"}}
+				st := firstView(t, ctx, c, mapLibreService(t, d, nil, nil), q, filepath.Join(shots, fmt.Sprintf("maplibre-%s-z%d.png", v.name, zoom)))
+				t.Logf("first view of %s at zoom %d: %s", v.name, zoom, st)
 				drawn := evaluate[map[string]int](t, ctx, `Object.fromEntries(['countries', 'counties', 'places'].map(l => [l, map.queryRenderedFeatures({layers: [l]}).length]))`)
 				if drawn["countries"] == 0 || drawn["places"] == 0 || (v.counties && drawn["counties"] == 0) {
 					t.Errorf("features drawn %v; want countries and places%s", drawn, map[bool]string{true: " and counties"}[v.counties])
@@ -114,10 +70,93 @@ func TestMapLibre(t *testing.T) {
 	}
 }
 
+// newMapLibre starts headless Chromium with WebGL in software, for pages
+// of MapLibre GL JS (which it needs installed: npm --prefix
+// internal/validators ci), and collects what its pages write to the
+// console, logged if the test fails.
+func newMapLibre(t *testing.T) (context.Context, *console) {
+	t.Helper()
+	chromium := chromiumPath(t)
+	if _, err := os.Stat(filepath.Join(maplibreDist, "maplibre-gl.js")); err != nil {
+		quotatest.Unavailable(t, "MapLibre GL JS", "npm --prefix internal/validators ci", err)
+	}
+	ctx := newBrowser(t, chromium, chromedp.Flag("enable-unsafe-swiftshader", true))
+	c := collectConsole(ctx)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, m := range c.messages() {
+				t.Logf("console: %s", m)
+			}
+		}
+	})
+	return ctx, c
+}
+
+// viewStats count the responses of the service to a first view.
+type viewStats struct {
+	tiles, empty int
+	perLayer     map[string]int
+	requests     int
+	units        int64 // the final prices of the 200s
+}
+
+func (s viewStats) String() string {
+	return fmt.Sprintf("%d tiles (%v), %d empty, %d requests in all, %d units", s.tiles, s.perLayer, s.empty, s.requests, s.units)
+}
+
+// firstView serves h on a fresh server and draws map.html?q at 1024x768
+// in the browser of ctx, whose console is c: once the map has every tile
+// of its first view, loaded or failed, and the service has answered every
+// request the page made, it saves a screenshot to shot and counts the
+// responses. It fails t on a response but 200, on an error of the map and
+// on an error or exception in the console.
+func firstView(t *testing.T, ctx context.Context, c *console, h http.Handler, q url.Values, shot string) viewStats {
+	t.Helper()
+	log := &tileLog{}
+	srv := httptest.NewServer(log.wrap(h))
+	t.Cleanup(srv.Close)
+	seen := len(c.messages())
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1024, 768), chromedp.Navigate(srv.URL+"/map.html?"+q.Encode())); err != nil {
+		t.Fatal(err)
+	}
+	// The first view is drawn when the map has every tile of it, loaded or
+	// failed; the requests it made are then all in the server's log.
+	poll[bool](t, ctx, `map.loaded() && map.areTilesLoaded()`, 60*time.Second)
+	got := log.await(t, evaluate[int](t, ctx, `window.mapRequests`))
+	saveScreenshot(t, ctx, shot)
+
+	st := viewStats{perLayer: map[string]int{}, requests: len(got)}
+	for _, r := range got {
+		if r.status != http.StatusOK {
+			t.Errorf("%s: status %d, want 200", r.path, r.status)
+			continue
+		}
+		st.units += r.cost
+		if layer, ok := strings.CutPrefix(r.path, "/v1/tiles/"); ok && strings.HasSuffix(r.path, ".mvt") {
+			st.tiles++
+			st.perLayer[layer[:strings.IndexByte(layer, '/')]]++
+			if r.size == 0 {
+				st.empty++
+			}
+		}
+	}
+	if errs := evaluate[[]string](t, ctx, `window.mapErrors`); len(errs) > 0 {
+		t.Errorf("the map's errors: %q", errs)
+	}
+	for _, m := range c.messages()[seen:] {
+		if m.Type == chromedp.ConsoleError || m.IsException() {
+			t.Errorf("console: %s (%s:%d)", m, m.URL, m.Line)
+		}
+	}
+	return st
+}
+
 // mapLibreService serves map.html and MapLibre GL JS under /maplibre/,
 // beside the service with memory backends, the compiled-in plans and the
-// key map-free on the free plan, whose in-flight limit it enforces.
-func mapLibreService(t testing.TB, d *dataset.Dataset) http.Handler {
+// key map-free on the free plan, whose in-flight limit it enforces. It
+// serves layers and sets (as sources.Open publishes them), or the bundled
+// layers and sets of d where they are nil.
+func mapLibreService(t testing.TB, d *dataset.Dataset, layers *tiles.Catalog, sets *geofence.Sets) http.Handler {
 	t.Helper()
 	store := keys.NewMemory()
 	if _, err := store.Add(context.Background(), "map-free", "free", "map-free"); err != nil {
@@ -128,6 +167,8 @@ func mapLibreService(t testing.TB, d *dataset.Dataset) http.Handler {
 		InFlight:    inflight.NewMemory(),
 		Geofence:    geofence.NewMemory(d),
 		Tiles:       tiles.NewMemory(d),
+		Layers:      layers,
+		Sets:        sets,
 		TileCache:   tilecache.NewMemory(64<<20, time.Hour),
 		Keys:        keys.NewIndex(store, time.Minute),
 		KeyAdmin:    store,
