@@ -71,7 +71,9 @@ func bounds(ctx context.Context, db pgq.Store, tb table) ([4]float64, string) {
 		return [4]float64{}, "bounds: the table's extent is outside Web Mercator's world"
 	}
 	// The estimate is in single precision: rounded outward to a micro-
-	// degree (about 11 cm), it reads as written and still covers the rows.
-	out := func(v float64, f func(float64) float64) float64 { return f(v*1e6) / 1e6 }
-	return [4]float64{out(west, math.Floor), out(south, math.Floor), out(east, math.Ceil), out(north, math.Ceil)}, ""
+	// degree (about 11 cm), it reads as written and still covers the rows,
+	// within the world.
+	down := func(v, limit float64) float64 { return max(math.Floor(v*1e6)/1e6, limit) }
+	up := func(v, limit float64) float64 { return min(math.Ceil(v*1e6)/1e6, limit) }
+	return [4]float64{down(west, -180), down(south, -maxLat), up(east, 180), up(north, maxLat)}, ""
 }
