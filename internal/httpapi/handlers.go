@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -33,50 +34,39 @@ import (
 // ""): the set's features within radius metres, nearest first. The price
 // grows with the searched area; with geometry, by the answer's size.
 func (s *Server) handleWithin(bundled string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		v := r.URL.Query()
-		set, err := s.geofenceSet(r, bundled, "within")
-		var q geofence.WithinQuery
-		if err == nil {
-			q, err = geofence.ParseWithin(v.Get("lng"), v.Get("lat"), v.Get("radius"), v.Get("limit"))
-		}
+	parse := func(v url.Values) (geofence.WithinQuery, error) {
+		q, err := geofence.ParseWithin(v.Get("lng"), v.Get("lat"), v.Get("radius"), v.Get("limit"))
 		if err == nil {
 			q.Geometry, err = parseBool("geometry", v.Get("geometry"))
 		}
-		if err != nil {
-			writeProblem(w, problemFor(err))
-			return
-		}
-		s.gate(w, r, func(c caller) (metered, error) {
-			price, err := setPrice(c, set)
-			if err != nil {
-				return metered{}, err
-			}
-			var overPlan error
-			if q.Radius > c.plan.MaxRadius {
-				overPlan = &overPlanError{plan: c.plan, radius: q.Radius}
-			}
-			m := metered{
-				route:    "within",
-				cost:     price.Radius(q.Radius),
-				overPlan: overPlan,
-				fits: func(p *problem, budget int64) {
-					p.Field, p.MaxRadius = "radius", price.LargestRadius(budget)
-				},
-				work: func(ctx context.Context) (*response, error) {
-					fs, err := set.Source.Within(ctx, q)
-					if err != nil {
-						return nil, err
-					}
-					return s.setAnswer(fs, q.Geometry && !set.PointsOnly, price)
-				},
-			}
-			if q.Geometry && !set.PointsOnly {
-				m.cost = max(m.cost, price.GeometryBound())
-			}
-			return m, nil
-		})
+		return q, err
 	}
+	return setHandler(s, bundled, "within", parse, func(c caller, set geofence.Set, price cost.Model, q geofence.WithinQuery) metered {
+		var overPlan error
+		if q.Radius > c.plan.MaxRadius {
+			overPlan = &overPlanError{plan: c.plan, radius: q.Radius}
+		}
+		sized := q.Geometry && !set.PointsOnly
+		m := metered{
+			route:    "within",
+			cost:     price.Radius(q.Radius),
+			overPlan: overPlan,
+			fits: func(p *problem, budget int64) {
+				p.Field, p.MaxRadius = "radius", price.LargestRadius(budget)
+			},
+			work: func(ctx context.Context) (*response, error) {
+				fs, err := set.Source.Within(ctx, q)
+				if err != nil {
+					return nil, err
+				}
+				return setAnswer(fs, sized, price)
+			},
+		}
+		if sized {
+			m.cost = max(m.cost, price.GeometryBound())
+		}
+		return m
+	})
 }
 
 // handleContains serves GET /v1/geofence/{set}/contains?lng=&lat=
@@ -84,47 +74,62 @@ func (s *Server) handleWithin(bundled string) http.HandlerFunc {
 // counties, for set ""): the set's polygons that contain the point. With
 // geometry it is priced by the size of the answer (cost.Model.GeometryBytes).
 func (s *Server) handleContains(bundled string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		v := r.URL.Query()
-		set, err := s.geofenceSet(r, bundled, "contains")
-		var q geofence.ContainsQuery
-		if err == nil {
-			q, err = geofence.ParseContains(v.Get("lng"), v.Get("lat"))
-		}
+	parse := func(v url.Values) (geofence.ContainsQuery, error) {
+		q, err := geofence.ParseContains(v.Get("lng"), v.Get("lat"))
 		if err == nil {
 			q.Geometry, err = parseBool("geometry", v.Get("geometry"))
+		}
+		return q, err
+	}
+	return setHandler(s, bundled, "contains", parse, func(c caller, set geofence.Set, price cost.Model, q geofence.ContainsQuery) metered {
+		m := metered{
+			route: "contains",
+			cost:  price.Flat,
+			work: func(ctx context.Context) (*response, error) {
+				fs, err := set.Source.Contains(ctx, q)
+				if err != nil {
+					return nil, err
+				}
+				return setAnswer(fs, q.Geometry, price)
+			},
+		}
+		if q.Geometry {
+			// Its size is known once it is made: charged the most an answer
+			// with geometry costs, and settled down to its bytes.
+			m.cost = price.GeometryBound()
+			m.fits = func(p *problem, budget int64) {
+				if price.Flat <= budget {
+					p.Field = "geometry" // without it, it fits
+				}
+			}
+		}
+		return m
+	})
+}
+
+// setHandler serves one question (op) of a geofence set: it reads the set
+// the request names (bundled, where the route names none) and the query
+// (parse), answering a 400 for either, then meters the request as meter
+// prices it at the set's price in the caller's plan (a 403 where the plan
+// does not include the set).
+func setHandler[Q any](s *Server, bundled, op string, parse func(url.Values) (Q, error),
+	meter func(c caller, set geofence.Set, price cost.Model, q Q) metered) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		set, err := s.geofenceSet(r, bundled, op)
+		var q Q
+		if err == nil {
+			q, err = parse(r.URL.Query())
 		}
 		if err != nil {
 			writeProblem(w, problemFor(err))
 			return
 		}
 		s.gate(w, r, func(c caller) (metered, error) {
-			price, err := setPrice(c, set)
-			if err != nil {
-				return metered{}, err
+			price, ok := c.plan.Cost.ForSet(set.Name)
+			if !ok {
+				return metered{}, &notInPlanError{plan: c.plan.Name, what: "geofence set", name: set.Name}
 			}
-			m := metered{
-				route: "contains",
-				cost:  price.Flat,
-				work: func(ctx context.Context) (*response, error) {
-					fs, err := set.Source.Contains(ctx, q)
-					if err != nil {
-						return nil, err
-					}
-					return s.setAnswer(fs, q.Geometry, price)
-				},
-			}
-			if q.Geometry {
-				// Its size is known once it is made: charged the most an answer
-				// with geometry costs, and settled down to its bytes.
-				m.cost = price.GeometryBound()
-				m.fits = func(p *problem, budget int64) {
-					if price.Flat <= budget {
-						p.Field = "geometry" // without it, it fits
-					}
-				}
-			}
-			return m, nil
+			return meter(c, set, price, q), nil
 		})
 	}
 }
@@ -147,19 +152,9 @@ func (s *Server) geofenceSet(r *http.Request, bundled, op string) (geofence.Set,
 	return set, nil
 }
 
-// setPrice is the caller's plan's pricing of set, or a *notInPlanError
-// where the plan does not sell it.
-func setPrice(c caller, set geofence.Set) (cost.Model, error) {
-	m, ok := c.plan.Cost.ForSet(set.Name)
-	if !ok {
-		return m, &notInPlanError{plan: c.plan.Name, what: "geofence set", name: set.Name}
-	}
-	return m, nil
-}
-
 // setAnswer is a set's answer as GeoJSON; priced by its size when it
 // carries geometry.
-func (s *Server) setAnswer(fs []*geojson.Feature, sized bool, price cost.Model) (*response, error) {
+func setAnswer(fs []*geojson.Feature, sized bool, price cost.Model) (*response, error) {
 	fc := geojson.NewFeatureCollection()
 	fc.Features = fs
 	resp, err := geoJSON(fc, len(fs))
