@@ -40,7 +40,10 @@ type FleetConfig struct {
 	// RedisPrefix starts every key the servers write in Redis
 	// (TILEAPI_REDIS_PREFIX); empty: the servers' default, "tileapi:".
 	RedisPrefix string
-	Logs        io.Writer // the servers' output
+	// LayersFile is the servers' layers file (TILEAPI_LAYERS_FILE), such as
+	// WriteTableLayer writes; empty: the bundled layers alone.
+	LayersFile string
+	Logs       io.Writer // the servers' output
 }
 
 // StartFleet starts the servers in parallel. Without a database their keys
@@ -69,7 +72,7 @@ func StartFleet(ctx context.Context, c FleetConfig) (*Fleet, error) {
 	env := []string{
 		"REDIS_URL=" + c.RedisURL, "DATABASE_URL=" + c.DatabaseURL, "TILEAPI_PLANS_FILE=" + plans,
 		"TILEAPI_ADMIN_TOKEN=" + f.AdminToken, "TILEAPI_QUOTA_FAILURE=closed", "TILEAPI_QUOTA_TIMEOUT=" + c.QuotaTimeout,
-		"TILEAPI_REDIS_PREFIX=" + c.RedisPrefix,
+		"TILEAPI_REDIS_PREFIX=" + c.RedisPrefix, "TILEAPI_LAYERS_FILE=" + c.LayersFile,
 	}
 	if c.RedisPrefix != "" {
 		f.QuotaPrefix = c.RedisPrefix + "q:"

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +19,9 @@ import (
 	"github.com/paulmach/orb/encoding/mvt"
 	"github.com/paulmach/orb/geojson"
 	"github.com/paulmach/orb/maptile"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tileapi/tileapi/tiles"
 )
 
 // placesTilesSQL lists the tiles of zoom $1 that hold a place, from the Web
@@ -51,33 +57,94 @@ func PlacesTiles(ctx context.Context, pool *pgxpool.Pool, z maptile.Zoom, seed u
 	return tiles, nil
 }
 
-// tileservViewSQL shows the places to pg_tileserv as a layer of their own.
-// The table has two geometry columns and pg_tileserv would serve either
-// under the same name; tileapi draws geom_3857, through its GiST index, and
-// so does pg_tileserv through this view. A view has no primary key, so
-// pg_tileserv sends the id as a property where tileapi makes it the
-// feature id.
-const tileservViewSQL = `
+// placesViewSQL shows the places as a table of their own, with one
+// geometry column, to pg_tileserv and to tileapi's table layer alike. The
+// table has two geometry columns and pg_tileserv would serve either under
+// the same name; tileapi draws geom_3857, through its GiST index, and so
+// do pg_tileserv and the table layer through this view. A view has no
+// primary key, so pg_tileserv sends the id as a property where tileapi
+// makes it the feature id.
+const placesViewSQL = `
 CREATE OR REPLACE VIEW loadtest_places AS
 SELECT id, name, country, admin_code, feature_code, population, geom_3857 AS geom FROM places`
 
-// tileservLayerSQL names the view as pg_tileserv does: schema.view.
-const tileservLayerSQL = `SELECT current_schema() || '.loadtest_places'`
+// PlacesView is the view PrepareView creates.
+const PlacesView = "loadtest_places"
 
-// PrepareTileserv creates (or replaces) the view loadtest_places over
-// places, in the first schema of the search path, and returns the path
-// pg_tileserv serves its tiles at, with tileapi's properties, for
-// Setup.TilePath. Call it before pg_tileserv starts: it reads its layers
-// then.
+// PrepareView creates (or replaces) the view loadtest_places over places,
+// in the first schema of the search path, and returns that schema. Call it
+// before pg_tileserv (TileservPath) and the servers of a table layer
+// (WriteTableLayer) start: they read their layers then.
+func PrepareView(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	if _, err := pool.Exec(ctx, placesViewSQL); err != nil {
+		return "", fmt.Errorf("loadtest: places view: %w", err)
+	}
+	var schema string
+	if err := pool.QueryRow(ctx, currentSchemaSQL).Scan(&schema); err != nil {
+		return "", fmt.Errorf("loadtest: places view: %w", err)
+	}
+	return schema, nil
+}
+
+// currentSchemaSQL is where CREATE VIEW put an unqualified view.
+const currentSchemaSQL = `SELECT current_schema()`
+
+// TileservPath returns the path pg_tileserv serves the tiles of the view
+// PrepareView made in schema at, with tileapi's properties, for
+// Setup.TilePath. pg_tileserv names a layer schema.view.
+func TileservPath(schema string) string {
+	return "/" + schema + "." + PlacesView + "/{z}/{x}/{y}.pbf?properties=id,name,country,admin_code,feature_code,population"
+}
+
+// PrepareTileserv creates the view (PrepareView) and returns the path
+// pg_tileserv serves its tiles at (TileservPath).
 func PrepareTileserv(ctx context.Context, pool *pgxpool.Pool) (string, error) {
-	if _, err := pool.Exec(ctx, tileservViewSQL); err != nil {
-		return "", fmt.Errorf("loadtest: pg_tileserv view: %w", err)
+	schema, err := PrepareView(ctx, pool)
+	if err != nil {
+		return "", err
 	}
-	var layer string
-	if err := pool.QueryRow(ctx, tileservLayerSQL).Scan(&layer); err != nil {
-		return "", fmt.Errorf("loadtest: pg_tileserv layer: %w", err)
+	return TileservPath(schema), nil
+}
+
+// TableLayer is the name of the table layer WriteTableLayer declares.
+const TableLayer = "loadtest_places"
+
+// WriteTableLayer writes, in dir, a layers file that declares the view
+// PrepareView made in schema as the table layer TableLayer, drawn as the
+// bundled places layer is (the same columns, the feature id from id, at
+// most 1,000 features a tile, the most populous first, thinned by
+// population below zoom 10 as tiles.Layer.MinPopulation thins), and
+// returns its path, for FleetConfig.LayersFile.
+func WriteTableLayer(dir, schema string) (string, error) {
+	places, err := tiles.LookupLayer("places")
+	if err != nil {
+		return "", fmt.Errorf("loadtest: layers file: %w", err)
 	}
-	return "/" + layer + "/{z}/{x}/{y}.pbf?properties=id,name,country,admin_code,feature_code,population", nil
+	minPopulation := map[int]int64{}
+	for z := range places.MaxZoom + 1 {
+		minPopulation[z] = places.MinPopulation(z)
+	}
+	file := map[string]any{"layers": []map[string]any{{
+		"name":         TableLayer,
+		"table":        pgx.Identifier{schema, PlacesView}.Sanitize(),
+		"geometry":     "geom",
+		"id":           "id",
+		"properties":   slices.Sorted(maps.Keys(places.Fields)),
+		"minzoom":      places.MinZoom,
+		"maxzoom":      places.MaxZoom,
+		"max_features": places.MaxFeatures,
+		"filter":       map[string]any{"column": "population", "min_by_zoom": minPopulation},
+		"description":  "The bundled places through a view, as any table layer: the load tool's comparison with the places layer and pg_tileserv",
+	}}}
+	b, err := yaml.Marshal(file)
+	if err != nil {
+		return "", fmt.Errorf("loadtest: layers file: %w", err)
+	}
+	path := filepath.Join(dir, "layers.yaml")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return "", fmt.Errorf("loadtest: layers file: %w", err)
+	}
+	return path, nil
 }
 
 // StartTileserv runs the pg_tileserv binary bin on a free loopback port

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Refreshes the PostGIS throughput figures of docs/benchmarks.md: runs the
-# load tool's throughput scenario with its spatial work on PostGIS (and
-# pg_tileserv on the same tile misses, where PG_TILESERV names its binary),
+# load tool's throughput scenario with its spatial work on PostGIS, tile
+# misses of the bundled places layer and of a table layer over a view of
+# the same places (and pg_tileserv on the same view and tile misses, where
+# PG_TILESERV names its binary),
 # then writes docs/loadtest-postgis.md (the table), docs/loadtest-postgis.png
 # (req/s) and docs/loadtest-postgis-latency.png, and puts the table in
 # docs/benchmarks.md between its loadtest-postgis markers. Run from the repository root:
@@ -10,7 +12,8 @@
 #   PG_TILESERV=$HOME/go/bin/pg_tileserv loadtest/postgis.sh
 #
 # DATABASE_URL must be loaded (tileapi migrate && tileapi load); the run
-# renews its data version and creates the view loadtest_places. Extra
+# renews its data version and creates the view loadtest_places, which the
+# table layer and pg_tileserv serve. Extra
 # arguments go to the load tool (-phase, -throughput-clients, ...).
 set -eu
 : "${DATABASE_URL:?set DATABASE_URL to PostGIS on loopback, after tileapi migrate && tileapi load}"

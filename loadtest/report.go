@@ -83,7 +83,8 @@ func WriteThroughputTable(w io.Writer, r *ThroughputReport) error {
 // WriteThroughputMarkdown writes r as a Markdown table for docs/benchmarks.md: a
 // row per route, with each setup's req/s, p50 and p99, then each ratio of
 // req/s (a setup's over another's: above 1 is faster); then a line of
-// the mean tile sizes.
+// the mean tile sizes, and one of each setup's table layer misses over
+// its places misses.
 func WriteThroughputMarkdown(w io.Writer, r *ThroughputReport) error {
 	setups, routes, stats := r.bySetupAndRoute()
 	type pair struct{ setup, versus string }
@@ -126,14 +127,32 @@ func WriteThroughputMarkdown(w io.Writer, r *ThroughputReport) error {
 		}
 		b.WriteString("\n")
 	}
-	var sizes []string
-	for _, s := range setups {
-		if st, ok := stats[[2]string{s, RouteTileMiss}]; ok {
-			sizes = append(sizes, fmt.Sprintf("%s %.0f", s, st.Bytes))
+	var perRoute []string
+	for _, rt := range []string{RouteTileMiss, RouteTableMiss} {
+		var sizes []string
+		for _, s := range setups {
+			if st, ok := stats[[2]string{s, rt}]; ok {
+				sizes = append(sizes, fmt.Sprintf("%s %.0f", s, st.Bytes))
+			}
+		}
+		if len(sizes) > 0 {
+			perRoute = append(perRoute, fmt.Sprintf("%s: %s", rt, strings.Join(sizes, ", ")))
 		}
 	}
-	if len(sizes) > 0 {
-		fmt.Fprintf(&b, "\nBytes per tile MISS (uncompressed, mean over the run): %s.\n", strings.Join(sizes, ", "))
+	if len(perRoute) > 0 {
+		fmt.Fprintf(&b, "\nBytes per tile (uncompressed, mean over the run), %s.\n", strings.Join(perRoute, "; "))
+	}
+	// The table layer against the places layer it redraws, in each setup.
+	var table []string
+	for _, s := range setups {
+		tm, ok1 := stats[[2]string{s, RouteTableMiss}]
+		pm, ok2 := stats[[2]string{s, RouteTileMiss}]
+		if ok1 && ok2 && pm.RPS > 0 && pm.P50 > 0 && pm.P99 > 0 {
+			table = append(table, fmt.Sprintf("%s %.2fx the req/s (p50 %.2fx, p99 %.2fx)", s, tm.RPS/pm.RPS, float64(tm.P50)/float64(pm.P50), float64(tm.P99)/float64(pm.P99)))
+		}
+	}
+	if len(table) > 0 {
+		fmt.Fprintf(&b, "\n%s over %s: %s.\n", RouteTableMiss, RouteTileMiss, strings.Join(table, ", "))
 	}
 	var failed []string
 	for _, st := range r.Stats {

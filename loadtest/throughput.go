@@ -26,17 +26,26 @@ type Setup struct {
 	// (pg_tileserv): only tile misses are measured on it, at this path with
 	// {z}, {x} and {y} replaced, and it is not expected to say X-Tile-Cache.
 	TilePath string `json:"tile_path,omitempty"`
+	// Layer is the tileapi layer its tile routes ask for; empty: places.
+	Layer string `json:"layer,omitempty"`
 }
 
 // foreign says whether s is a tile server other than tileapi.
 func (s Setup) foreign() bool { return s.TilePath != "" }
 
 // tilePath is the path of places tile t on s.
-func (s Setup) tilePath(t maptile.Tile) string {
+func (s Setup) tilePath(t maptile.Tile) string { return s.layerPath(s.Layer, t) }
+
+// layerPath is the path of tile t of tileapi's layer on s (places if
+// empty); on another tile server, of its own places layer.
+func (s Setup) layerPath(layer string, t maptile.Tile) string {
 	if s.foreign() {
 		return strings.NewReplacer("{z}", strconv.Itoa(int(t.Z)), "{x}", strconv.Itoa(int(t.X)), "{y}", strconv.Itoa(int(t.Y))).Replace(s.TilePath)
 	}
-	return fmt.Sprintf("/v1/tiles/places/%d/%d/%d.mvt", t.Z, t.X, t.Y)
+	if layer == "" {
+		layer = "places"
+	}
+	return fmt.Sprintf("/v1/tiles/%s/%d/%d/%d.mvt", layer, t.Z, t.X, t.Y)
 }
 
 // ThroughputConfig is a run of the throughput scenario.
@@ -53,9 +62,15 @@ type ThroughputConfig struct {
 	// they are drawn: the first 64 are the hits, and each setup's misses walk
 	// the rest from the start, never twice in a phase. Empty: random tiles
 	// of zoom 12 over Europe.
-	Tiles    []maptile.Tile
-	Seed     uint64
-	Progress io.Writer
+	Tiles []maptile.Tile
+	// TableLayer, if set, is a layer of the tileapi setups that draws the
+	// same places as the places layer (WriteTableLayer): the run adds the
+	// route RouteTableMiss, whose misses walk the same tiles from the
+	// other end, on that layer in tileapi and on its places layer in
+	// another tile server.
+	TableLayer string
+	Seed       uint64
+	Progress   io.Writer
 }
 
 // Route names of the throughput scenario.
@@ -64,6 +79,8 @@ const (
 	RouteContains = "contains"
 	RouteTileHit  = "tile HIT"
 	RouteTileMiss = "tile MISS"
+	// RouteTableMiss is RouteTileMiss on ThroughputConfig.TableLayer.
+	RouteTableMiss = "table layer MISS"
 )
 
 // RouteStats is what one setup did on one route.
@@ -120,7 +137,8 @@ type ThroughputReport struct {
 // Throughput measures requests per second and latency of each route on
 // each setup: a 2 km search, a containment query, tiles the cache holds
 // (a few, warmed first) and tiles it does not (each one new). A tile server
-// other than tileapi is measured on tiles only, all of them new to it.
+// other than tileapi is measured on tile misses only, all of them new to
+// it. With a table layer, tileapi's misses are measured on it too.
 func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, error) {
 	if len(c.Setups) == 0 || c.Setups[0].foreign() || c.Clients < 1 || c.Phase <= 0 || c.MaxRequests < 1 {
 		return nil, errors.New("loadtest: throughput needs setups (the first one tileapi), clients, a phase duration and a request bound")
@@ -149,25 +167,44 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 			}, c.MaxRequests
 		}
 	}
-	routes := []struct {
+	// miss returns the phase of a miss route on layer: each tile drawn
+	// once, from the start of misses or, backwards, from its end.
+	miss := func(layer string, backwards bool) func(Setup) (func(*rand.Rand) string, int) {
+		return func(s Setup) (func(*rand.Rand) string, int) {
+			if len(misses) == 0 {
+				return func(r *rand.Rand) string { return s.layerPath(layer, randomTile(r)) }, c.MaxRequests
+			}
+			var drawn atomic.Int64 // drive calls next at most most times
+			return func(*rand.Rand) string {
+				i := int(drawn.Add(1) - 1)
+				if backwards {
+					i = len(misses) - 1 - i
+				}
+				return s.layerPath(layer, misses[i])
+			}, min(c.MaxRequests, len(misses))
+		}
+	}
+	type route struct {
 		name  string
 		cache string // the X-Tile-Cache a result of tileapi must carry to count
+		// foreign says that other tile servers are measured on it too.
+		foreign bool
 		// phase returns the paths one setup's phase on this route asks
 		// for, and how many it can ask for at most.
 		phase func(s Setup) (next func(r *rand.Rand) string, most int)
-	}{
-		{RouteWithin, "", search("/v1/geofence/within?lng=%.5f&lat=%.5f&radius=2000&limit=50")},
-		{RouteContains, "", search("/v1/geofence/contains?lng=%.5f&lat=%.5f")},
-		{RouteTileHit, "HIT", func(s Setup) (func(*rand.Rand) string, int) {
+	}
+	routes := []route{
+		{RouteWithin, "", false, search("/v1/geofence/within?lng=%.5f&lat=%.5f&radius=2000&limit=50")},
+		{RouteContains, "", false, search("/v1/geofence/contains?lng=%.5f&lat=%.5f")},
+		{RouteTileHit, "HIT", false, func(s Setup) (func(*rand.Rand) string, int) {
 			return func(r *rand.Rand) string { return s.tilePath(hits[r.IntN(len(hits))]) }, c.MaxRequests
 		}},
-		{RouteTileMiss, "MISS", func(s Setup) (func(*rand.Rand) string, int) {
-			if len(misses) == 0 {
-				return func(r *rand.Rand) string { return s.tilePath(randomTile(r)) }, c.MaxRequests
-			}
-			var drawn atomic.Int64 // drive calls next at most most times
-			return func(*rand.Rand) string { return s.tilePath(misses[drawn.Add(1)-1]) }, min(c.MaxRequests, len(misses))
-		}},
+		{RouteTileMiss, "MISS", true, func(s Setup) (func(*rand.Rand) string, int) { return miss(s.Layer, false)(s) }},
+	}
+	if c.TableLayer != "" {
+		// From the other end: a tile server without a cache (pg_tileserv)
+		// sees no tile twice unless a phase draws half the list.
+		routes = append(routes, route{RouteTableMiss, "MISS", true, miss(c.TableLayer, true)})
 	}
 	rep := &ThroughputReport{Clients: c.Clients, Phase: c.Phase}
 	for _, s := range c.Setups {
@@ -193,7 +230,7 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 		for si, s := range c.Setups {
 			cache := rt.cache
 			if s.foreign() {
-				if rt.name != RouteTileMiss {
+				if !rt.foreign {
 					continue
 				}
 				cache = ""
@@ -225,7 +262,7 @@ func (r *ThroughputReport) compare(setups []Setup) {
 	for _, st := range r.Stats {
 		stats[[2]string{st.Setup, st.Route}] = st
 	}
-	for _, route := range []string{RouteWithin, RouteContains, RouteTileHit, RouteTileMiss} {
+	for _, route := range []string{RouteWithin, RouteContains, RouteTileHit, RouteTileMiss, RouteTableMiss} {
 		b, ok := stats[[2]string{setups[0].Name, route}]
 		if !ok {
 			continue

@@ -7,9 +7,11 @@
 //	go run ./loadtest/cmd/loadtest -scenario throughput -spatial postgis -database-url URL [-pg-tileserv BIN]
 //
 // By default it builds tileapi and starts the servers itself, each on a
-// free loopback port with the bundled data in memory (with -spatial postgis,
-// on the database, and with -pg-tileserv, pg_tileserv beside them); with -targets it
-// drives servers already running instead (exactness only). It only talks to
+// free loopback port with the bundled data in memory (with -spatial
+// postgis, on the database, with a table layer over a view of the places
+// beside the bundled places, and with -pg-tileserv, pg_tileserv on that
+// view beside them); with -targets it drives servers already running
+// instead (exactness only). It only talks to
 // loopback addresses, and every run is bounded by -duration, -phase and
 // -max-requests. Tables go to stdout (JSON with -json), the progress bar to
 // stderr, plots, results.json and throughput.md (a Markdown table) to -out.
@@ -28,6 +30,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -147,10 +150,12 @@ type report struct {
 	Spatial    string                     `json:"spatial"`
 	Exactness  *loadtest.ExactnessReport  `json:"exactness,omitempty"`
 	Throughput *loadtest.ThroughputReport `json:"throughput,omitempty"`
-	// With -pg-tileserv: its --version, and the check that it draws the
-	// same places as tileapi in the tiles measured.
-	Tileserv  string              `json:"pg_tileserv,omitempty"`
-	TileCheck *loadtest.TileCheck `json:"tile_check,omitempty"`
+	// With -spatial postgis: the checks that tileapi's places layer, its
+	// table layer over the same places and, with -pg-tileserv,
+	// pg_tileserv draw the same places in the hit tiles; and pg_tileserv's
+	// --version.
+	Tileserv   string                `json:"pg_tileserv,omitempty"`
+	TileChecks []*loadtest.TileCheck `json:"tile_checks,omitempty"`
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -234,8 +239,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				return err
 			}
 		}
-		if rep.TileCheck != nil {
-			writeTileCheck(stdout, rep.Tileserv, rep.TileCheck)
+		for _, tc := range rep.TileChecks {
+			writeTileCheck(stdout, tc)
 		}
 	}
 	fmt.Fprintf(stderr, "plots, results.json and the servers' log are in %s\n", c.out)
@@ -285,8 +290,10 @@ func exactness(ctx context.Context, c config, limits []loadtest.Limit, rdb redis
 }
 
 // throughput measures a server with its quota in process against one with
-// its quota (and tile cache) in Redis, both on a plan that never denies,
-// and with -pg-tileserv, pg_tileserv on tile misses. It fills rep and
+// its quota (and tile cache) in Redis, both on a plan that never denies;
+// with -spatial postgis, also their tile misses on a table layer over the
+// places (a view of them, declared in a layers file), and with
+// -pg-tileserv, pg_tileserv on tile misses of the same view. It fills rep and
 // writes the plots and throughput.md (the table of docs/benchmarks.md) to c.out.
 // The plan has one limit of one second: the in-process store sums its whole
 // window on every call, so a long window would slow the baseline as the
@@ -299,6 +306,7 @@ func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Write
 	var databaseURL string
 	var tiles []maptile.Tile
 	var pool *pgxpool.Pool
+	var viewSchema, layersFile string
 	if c.spatial == "postgis" {
 		var err error
 		if pool, err = pgxpool.New(ctx, c.databaseURL); err != nil {
@@ -314,6 +322,14 @@ func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Write
 			return err
 		}
 		databaseURL = c.databaseURL
+		// The view pg_tileserv and the table layer serve, made before
+		// either starts.
+		if viewSchema, err = loadtest.PrepareView(ctx, pool); err != nil {
+			return err
+		}
+		if layersFile, err = loadtest.WriteTableLayer(tmp, viewSchema); err != nil {
+			return err
+		}
 	}
 	var setups []loadtest.Setup
 	for _, s := range []struct{ name, redisURL string }{{"in process", ""}, {"redis", c.redisURL}} {
@@ -322,39 +338,49 @@ func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Write
 			return err
 		}
 		f, err := loadtest.StartFleet(ctx, loadtest.FleetConfig{Bin: c.bin, Dir: dir, RedisURL: s.redisURL, DatabaseURL: databaseURL,
-			Instances: 1, Keys: 1, Plan: plan, Logs: logs, QuotaTimeout: c.quotaTimeout})
+			Instances: 1, Keys: 1, Plan: plan, Logs: logs, QuotaTimeout: c.quotaTimeout, LayersFile: layersFile})
 		if err != nil {
 			return err
 		}
 		defer f.Stop()
 		setups = append(setups, loadtest.Setup{Name: s.name, URL: f.URLs()[0], Secret: f.Keys[0].Secret})
 	}
-	if c.tileserv != "" {
-		path, err := loadtest.PrepareTileserv(ctx, pool)
-		if err != nil {
-			return err
+	var tableLayer string
+	if c.spatial == "postgis" {
+		tableLayer = loadtest.TableLayer
+		// What is compared on the tiles: tileapi's places layer, its table
+		// layer over the same places and pg_tileserv. The hit tiles, which
+		// the run fetches from tileapi anyway, none of them a miss.
+		places, table := setups[0], setups[0]
+		places.Name, table.Name, table.Layer = "places layer", "table layer", tableLayer
+		pairs := [][2]loadtest.Setup{{places, table}}
+		if c.tileserv != "" {
+			in, err := loadtest.StartTileserv(ctx, c.tileserv, c.databaseURL, tileservConns, logs)
+			if err != nil {
+				return err
+			}
+			defer in.Stop()
+			ts := loadtest.Setup{Name: "pg_tileserv", URL: in.URL, TilePath: loadtest.TileservPath(viewSchema)}
+			rep.Tileserv = loadtest.TileservVersion(ctx, c.tileserv)
+			pairs = append(pairs, [2]loadtest.Setup{places, ts}, [2]loadtest.Setup{table, ts})
+			setups = append(setups, ts)
 		}
-		in, err := loadtest.StartTileserv(ctx, c.tileserv, c.databaseURL, tileservConns, logs)
-		if err != nil {
-			return err
+		for _, p := range pairs {
+			tc, err := loadtest.CompareTiles(ctx, p[0], p[1], tiles[:loadtest.HitTiles])
+			if err != nil {
+				return err
+			}
+			rep.TileChecks = append(rep.TileChecks, tc)
+			if len(tc.Differ) > 0 {
+				writeTileCheck(stderr, tc)
+				return fmt.Errorf("loadtest: %s and %s draw different tiles (pg_tileserv: %q): the comparison would be void", p[0].Name, p[1].Name, rep.Tileserv)
+			}
 		}
-		defer in.Stop()
-		ts := loadtest.Setup{Name: "pg_tileserv", URL: in.URL, TilePath: path}
-		rep.Tileserv = loadtest.TileservVersion(ctx, c.tileserv)
-		// The hit tiles, which the run fetches from tileapi anyway.
-		if rep.TileCheck, err = loadtest.CompareTiles(ctx, setups[0], ts, tiles[:loadtest.HitTiles]); err != nil {
-			return err
-		}
-		if len(rep.TileCheck.Differ) > 0 {
-			writeTileCheck(stderr, rep.Tileserv, rep.TileCheck)
-			return errors.New("loadtest: pg_tileserv and tileapi draw different tiles: the comparison would be void")
-		}
-		setups = append(setups, ts)
 	}
 	var err error
 	rep.Throughput, err = loadtest.Throughput(ctx, loadtest.ThroughputConfig{
 		Setups: setups, Clients: c.throughputClients, Phase: c.phase, MaxRequests: c.maxRequests,
-		Tiles: tiles, Seed: rngSeed, Progress: stderr,
+		Tiles: tiles, TableLayer: tableLayer, Seed: rngSeed, Progress: stderr,
 	})
 	if err != nil {
 		return err
@@ -372,7 +398,7 @@ func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Write
 	defer md.Close()
 	where := "the bundled data in memory"
 	if c.spatial == "postgis" {
-		where = "spatial queries on PostGIS"
+		where = fmt.Sprintf("spatial queries on PostGIS, the table layer %s over a view of the places (a layers file)", loadtest.TableLayer)
 	}
 	fmt.Fprintf(md, "`go run ./loadtest/cmd/%s`: %d clients, %v a route and setup, %s", rep.Command, c.throughputClients, c.phase, where)
 	if rep.Tileserv != "" {
@@ -382,9 +408,9 @@ func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Write
 	if err := loadtest.WriteThroughputMarkdown(md, rep.Throughput); err != nil {
 		return err
 	}
-	if rep.TileCheck != nil {
-		fmt.Fprintf(md, "\nBefore the run, %d of those tiles drew the same %d places on tileapi and pg_tileserv, at %.0f and %.0f bytes a tile.\n",
-			rep.TileCheck.Tiles, rep.TileCheck.Features, rep.TileCheck.Bytes[0], rep.TileCheck.Bytes[1])
+	if len(rep.TileChecks) > 0 {
+		fmt.Fprintf(md, "\nBefore the run, the %d hit tiles drew the same %d places on %s, at %s bytes a tile.\n",
+			rep.TileChecks[0].Tiles, rep.TileChecks[0].Features, checkedSetups(rep.TileChecks), checkedBytes(rep.TileChecks))
 	}
 	return md.Close()
 }
@@ -396,9 +422,56 @@ const postgisZoom = 10
 // tileservConns is pg_tileserv's pool, the size of tileapi's by default.
 const tileservConns = 10
 
-func writeTileCheck(w io.Writer, version string, c *loadtest.TileCheck) {
-	fmt.Fprintf(w, "tiles checked: %d (%d places); bytes a tile: %s %.0f, %s %.0f; %d differ (pg_tileserv: %q)\n",
-		c.Tiles, c.Features, c.Setups[0], c.Bytes[0], c.Setups[1], c.Bytes[1], len(c.Differ), version)
+// checkedSetups names the setups of checks, each once, in order:
+// "tileapi's places layer, its table layer and pg_tileserv".
+func checkedSetups(checks []*loadtest.TileCheck) string {
+	names, _ := checked(checks)
+	for i, n := range names {
+		switch n {
+		case "places layer":
+			names[i] = "tileapi's places layer"
+		case "table layer":
+			names[i] = "its table layer"
+		}
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// checkedBytes is the mean tile size of each setup of checks, in the
+// order of checkedSetups: "362, 362 and 405".
+func checkedBytes(checks []*loadtest.TileCheck) string {
+	_, sizes := checked(checks)
+	s := make([]string, len(sizes))
+	for i, b := range sizes {
+		s[i] = fmt.Sprintf("%.0f", b)
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+}
+
+// checked returns the setups of checks, each once, in order, and each
+// one's mean tile size.
+func checked(checks []*loadtest.TileCheck) ([]string, []float64) {
+	var names []string
+	var sizes []float64
+	for _, c := range checks {
+		for i, n := range c.Setups {
+			if !slices.Contains(names, n) {
+				names, sizes = append(names, n), append(sizes, c.Bytes[i])
+			}
+		}
+	}
+	return names, sizes
+}
+
+func writeTileCheck(w io.Writer, c *loadtest.TileCheck) {
+	fmt.Fprintf(w, "tiles checked: %d (%d places); bytes a tile: %s %.0f, %s %.0f; %d differ\n",
+		c.Tiles, c.Features, c.Setups[0], c.Bytes[0], c.Setups[1], c.Bytes[1], len(c.Differ))
 	for _, d := range c.Differ {
 		fmt.Fprintln(w, "  "+d)
 	}
