@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"flag"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -120,11 +121,18 @@ func newServers(t *testing.T, rec *Recorder, n int, dial func() redis.UniversalC
 
 // unwritten is how far back from now the ledgers may not hold what was
 // charged: since the oldest of their last complete writes, and recordLag
-// before it; 0 without ledgers.
+// before it; 0 without ledgers, and all of the run where a ledger has not
+// completed a write yet (a busy machine's first flush may come late:
+// time.Since of the zero time is the largest duration, which recordLag
+// would overflow to a negative one, and no loss would be allowed).
 func unwritten(ledgers []*ledger.Ledger) time.Duration {
 	var d time.Duration
 	for _, l := range ledgers {
-		d = max(d, time.Since(l.Stats().Written)+recordLag)
+		written := l.Stats().Written
+		if written.IsZero() {
+			return math.MaxInt64
+		}
+		d = max(d, time.Since(written)+recordLag)
 	}
 	return d
 }

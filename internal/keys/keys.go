@@ -39,7 +39,16 @@ type Key struct {
 	// Overrides is the JSON of the key's own changes to its plan
 	// (plans.Overrides), nil for none. This package stores it as it is.
 	Overrides []byte
+	// Restrictions is the JSON of where and for what the key works
+	// (access.Restrictions), nil for anywhere and anything. This package
+	// stores it as it is.
+	Restrictions []byte
+	// ExpiresAt is when the key stops working, zero for never.
+	ExpiresAt time.Time
 }
+
+// Expired reports whether the key has expired at t.
+func (k Key) Expired(t time.Time) bool { return !k.ExpiresAt.IsZero() && !t.Before(k.ExpiresAt) }
 
 // Revoked reports whether the key has been revoked.
 func (k Key) Revoked() bool { return !k.RevokedAt.IsZero() }

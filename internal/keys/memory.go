@@ -123,6 +123,18 @@ func (m *Memory) SetOverrides(_ context.Context, id int64, overrides []byte) (Ke
 	return m.update(id, func(k *Key) { k.Overrides = overrides })
 }
 
+// SetRestrictions stores the key's restrictions (JSON; nil clears them)
+// and returns the key, or ErrNotFound. The caller validates them.
+func (m *Memory) SetRestrictions(_ context.Context, id int64, restrictions []byte) (Key, error) {
+	return m.update(id, func(k *Key) { k.Restrictions = restrictions })
+}
+
+// SetExpiry sets when the key stops working (the zero time: never) and
+// returns the key, or ErrNotFound.
+func (m *Memory) SetExpiry(_ context.Context, id int64, at time.Time) (Key, error) {
+	return m.update(id, func(k *Key) { k.ExpiresAt = at.UTC().Truncate(time.Microsecond) })
+}
+
 // update applies the change f to the key with the given id under the lock
 // and returns the result.
 func (m *Memory) update(id int64, f func(*Key)) (Key, error) {

@@ -25,7 +25,7 @@ func NewPostgres(pool *pgxpool.Pool) *Postgres {
 }
 
 // The columns every query returns, as a row.
-const keyColumns = `id, prefix, name, plan, created_at, revoked_at, updated_at, overrides`
+const keyColumns = `id, prefix, name, plan, created_at, revoked_at, updated_at, overrides, restrictions, expires_at`
 
 const (
 	// addSQL inserts a key, or on a secret already registered returns that
@@ -45,6 +45,10 @@ RETURNING ` + keyColumns
 	setPlanSQL = `UPDATE api_keys SET plan = $2, updated_at = now() WHERE id = $1 RETURNING ` + keyColumns
 	// setOverridesSQL stores overrides given as JSON text, or NULL.
 	setOverridesSQL = `UPDATE api_keys SET overrides = $2::jsonb, updated_at = now() WHERE id = $1 RETURNING ` + keyColumns
+	// setRestrictionsSQL stores restrictions given as JSON text, or NULL.
+	setRestrictionsSQL = `UPDATE api_keys SET restrictions = $2::jsonb, updated_at = now() WHERE id = $1 RETURNING ` + keyColumns
+	// setExpirySQL stores when the key stops working, or NULL for never.
+	setExpirySQL = `UPDATE api_keys SET expires_at = $2, updated_at = now() WHERE id = $1 RETURNING ` + keyColumns
 )
 
 // row is a key as the queries return it.
@@ -56,13 +60,19 @@ type row struct {
 	CreatedAt time.Time
 	RevokedAt *time.Time // NULL while active
 	UpdatedAt time.Time
-	Overrides []byte // jsonb, NULL for none
+	Overrides    []byte     // jsonb, NULL for none
+	Restrictions []byte     // jsonb, NULL for none
+	ExpiresAt    *time.Time // NULL for never
 }
 
 func (r row) key() Key {
 	k := Key{ID: r.ID, Prefix: r.Prefix, Name: r.Name, Plan: r.Plan, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Overrides: r.Overrides}
 	if r.RevokedAt != nil {
 		k.RevokedAt = r.RevokedAt.UTC()
+	}
+	k.Restrictions = r.Restrictions
+	if r.ExpiresAt != nil {
+		k.ExpiresAt = r.ExpiresAt.UTC()
 	}
 	return k
 }
@@ -165,6 +175,26 @@ func (p *Postgres) SetOverrides(ctx context.Context, id int64, overrides []byte)
 		arg = string(overrides)
 	}
 	return p.byID(ctx, "set overrides", setOverridesSQL, id, arg)
+}
+
+// SetRestrictions stores the key's restrictions (JSON; nil clears them)
+// and returns the key, or ErrNotFound. The caller validates them.
+func (p *Postgres) SetRestrictions(ctx context.Context, id int64, restrictions []byte) (Key, error) {
+	var arg any // NULL for none
+	if restrictions != nil {
+		arg = string(restrictions)
+	}
+	return p.byID(ctx, "set restrictions", setRestrictionsSQL, id, arg)
+}
+
+// SetExpiry sets when the key stops working (the zero time: never) and
+// returns the key, or ErrNotFound.
+func (p *Postgres) SetExpiry(ctx context.Context, id int64, at time.Time) (Key, error) {
+	var arg any // NULL for never
+	if !at.IsZero() {
+		arg = at
+	}
+	return p.byID(ctx, "set expiry", setExpirySQL, id, arg)
 }
 
 // byID runs query, whose $1 is id, for the operation op and returns the key

@@ -25,6 +25,8 @@ type store interface {
 	Revoke(ctx context.Context, id int64) (keys.Key, error)
 	SetPlan(ctx context.Context, id int64, plan string) (keys.Key, error)
 	SetOverrides(ctx context.Context, id int64, overrides []byte) (keys.Key, error)
+	SetRestrictions(ctx context.Context, id int64, restrictions []byte) (keys.Key, error)
+	SetExpiry(ctx context.Context, id int64, at time.Time) (keys.Key, error)
 }
 
 var (
@@ -255,6 +257,43 @@ func TestStores(t *testing.T) {
 				t.Errorf("set overrides of no key: %v, want ErrNotFound", err)
 			}
 		}},
+		{"set restrictions", func(t *testing.T, s store) {
+			k, secret := mustCreate(t)(s.Create(ctx, "ci", "free"))
+			const r = `{"origins": ["https://*.example.com"], "networks": ["10.0.0.0/8"]}`
+			set := mustKey(t)(s.SetRestrictions(ctx, k.ID, []byte(r)))
+			if !same(set, k) || !sameJSON(t, set.Restrictions, r) || !set.UpdatedAt.After(k.UpdatedAt) {
+				t.Errorf("set restrictions = %+v, want %+v with %s and a later UpdatedAt", set, k, r)
+			}
+			if got := mustKey(t)(s.Lookup(ctx, keys.Hash(secret))); !sameJSON(t, got.Restrictions, r) {
+				t.Errorf("lookup after set restrictions: %s", got.Restrictions)
+			}
+			if got := mustKey(t)(s.SetRestrictions(ctx, k.ID, nil)); got.Restrictions != nil {
+				t.Errorf("cleared restrictions: %s, want none", got.Restrictions)
+			}
+			if _, err := s.SetRestrictions(ctx, k.ID+1, []byte(r)); !errors.Is(err, keys.ErrNotFound) {
+				t.Errorf("set restrictions of no key: %v, want ErrNotFound", err)
+			}
+		}},
+		{"set expiry", func(t *testing.T, s store) {
+			k, secret := mustCreate(t)(s.Create(ctx, "ci", "free"))
+			if k.Expired(time.Now().Add(100 * 365 * 24 * time.Hour)) {
+				t.Error("a new key expires")
+			}
+			at := time.Date(2031, 5, 6, 7, 8, 9, 123456000, time.UTC)
+			set := mustKey(t)(s.SetExpiry(ctx, k.ID, at))
+			if !set.ExpiresAt.Equal(at) || !set.Expired(at) || set.Expired(at.Add(-time.Microsecond)) {
+				t.Errorf("set expiry = %v, want %v", set.ExpiresAt, at)
+			}
+			if got := mustKey(t)(s.Lookup(ctx, keys.Hash(secret))); !got.ExpiresAt.Equal(at) {
+				t.Errorf("lookup after set expiry: %v", got.ExpiresAt)
+			}
+			if got := mustKey(t)(s.SetExpiry(ctx, k.ID, time.Time{})); !got.ExpiresAt.IsZero() {
+				t.Errorf("cleared expiry: %v, want none", got.ExpiresAt)
+			}
+			if _, err := s.SetExpiry(ctx, k.ID+1, at); !errors.Is(err, keys.ErrNotFound) {
+				t.Errorf("set expiry of no key: %v, want ErrNotFound", err)
+			}
+		}},
 		{"not found", func(t *testing.T, s store) {
 			k, _ := mustCreate(t)(s.Create(ctx, "ci", "free"))
 			for _, id := range []int64{0, -1, k.ID + 1} {
@@ -295,8 +334,8 @@ func TestPostgresKeepsNoSecret(t *testing.T) {
 		k.ID).Scan(&cols); err != nil {
 		t.Fatal(err)
 	}
-	if len(cols) != 9 {
-		t.Fatalf("row %q: want 9 columns", cols)
+	if len(cols) != 11 {
+		t.Fatalf("row %q: want 11 columns", cols)
 	}
 	for _, v := range cols {
 		if strings.Contains(v, secret) || strings.Contains(v, hidden) || strings.Contains(v, hidden[:8]) {
