@@ -53,13 +53,13 @@ RETURNING ` + keyColumns
 
 // row is a key as the queries return it.
 type row struct {
-	ID        int64
-	Prefix    string
-	Name      string
-	Plan      string
-	CreatedAt time.Time
-	RevokedAt *time.Time // NULL while active
-	UpdatedAt time.Time
+	ID           int64
+	Prefix       string
+	Name         string
+	Plan         string
+	CreatedAt    time.Time
+	RevokedAt    *time.Time // NULL while active
+	UpdatedAt    time.Time
 	Overrides    []byte     // jsonb, NULL for none
 	Restrictions []byte     // jsonb, NULL for none
 	ExpiresAt    *time.Time // NULL for never
