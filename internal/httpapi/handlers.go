@@ -49,6 +49,7 @@ func (s *Server) handleWithin(bundled string) http.HandlerFunc {
 		sized := q.Geometry && !set.PointsOnly
 		m := metered{
 			route:    "within",
+			set:      set.Name,
 			cost:     price.Radius(q.Radius),
 			overPlan: overPlan,
 			fits: func(p *problem, budget int64) {
@@ -84,6 +85,7 @@ func (s *Server) handleContains(bundled string) http.HandlerFunc {
 	return setHandler(s, bundled, "contains", parse, func(c caller, set geofence.Set, price cost.Model, q geofence.ContainsQuery) metered {
 		m := metered{
 			route: "contains",
+			set:   set.Name,
 			cost:  price.Flat,
 			work: func(ctx context.Context) (*response, error) {
 				fs, err := set.Source.Contains(ctx, q)
@@ -231,6 +233,7 @@ func (s *Server) handleTileJSON(w http.ResponseWriter, r *http.Request) {
 	s.gate(w, r, func(c caller) (metered, error) {
 		return metered{
 			route: "tilejson",
+			layer: l.Name,
 			cost:  c.plan.Cost.Flat,
 			work: func(context.Context) (*response, error) {
 				return jsonResponseWith(l.TileJSON(base+"/v1/tiles/"+l.Name+"/{z}/{x}/{y}.mvt"), cache)
@@ -295,6 +298,7 @@ func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile
 	missPrice, hitPrice := c.plan.Cost.Tile(l.Name, z), c.plan.Cost.CachedTile(l.Name, z)
 	m := metered{
 		route: "tile",
+		layer: l.Name,
 		cost:  missPrice,
 		fits: func(p *problem, budget int64) {
 			if lz, ok := c.plan.Cost.LowestZoom(l.Name, l.MinZoom, l.MaxZoom, budget); ok {

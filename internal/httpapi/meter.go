@@ -20,7 +20,8 @@ import (
 type caller struct {
 	identity  string // the quota identity (see identity.go)
 	plan      plans.Plan
-	keyPrefix string // safe to log; empty for anonymous callers
+	keyPrefix string   // safe to log; empty for anonymous callers
+	key       keys.Key // the key presented; the zero Key for anonymous callers
 }
 
 // identify resolves the request's API key (X-API-Key, or Authorization:
@@ -52,7 +53,7 @@ func (s *Server) identify(r *http.Request) (caller, error) {
 	if err != nil {
 		return caller{}, err
 	}
-	return caller{identity: KeyIdentity(k.ID), plan: p, keyPrefix: prefix}, nil
+	return caller{identity: KeyIdentity(k.ID), plan: p, keyPrefix: prefix, key: k}, nil
 }
 
 // planOf is k's plan with k's own overrides applied, resolved once for
@@ -182,7 +183,10 @@ type response struct {
 // would fit when the price is beyond the plan, and the work.
 type metered struct {
 	route string
-	cost  int64
+	// layer and set name the tile layer or geofence set the request asks
+	// of, "" for none.
+	layer, set string
+	cost       int64
 	// overPlan, when set, is why the plan can never admit the request
 	// (answered 422 before any charge, or served in shadow mode).
 	overPlan error
