@@ -173,7 +173,7 @@ CREATE SCHEMA test_pglayers_hidden;
 CREATE TABLE test_pglayers_hidden.t (id integer PRIMARY KEY, geom geometry(Point, 4326));
 
 -- The reader may read some tables only, and of twogeoms only id and a.
-CREATE ROLE test_pglayers_reader LOGIN;
+CREATE ROLE test_pglayers_reader LOGIN PASSWORD 'test_pglayers_reader';
 GRANT USAGE ON SCHEMA test_pglayers TO test_pglayers_reader;
 GRANT SELECT ON pts4326, lines3857, v_big, "order", noindex, srid0 TO test_pglayers_reader;
 GRANT SELECT (id, a) ON twogeoms TO test_pglayers_reader;
@@ -235,7 +235,9 @@ func setup(base string) error {
 	if err != nil {
 		return err
 	}
-	u.User = url.User(reader) // the test database trusts local connections
+	// A password too: the containers job's PostGIS asks for one, the
+	// local one trusts local connections.
+	u.User = url.UserPassword(reader, reader)
 	fx.reader, err = pgxpool.New(ctx, u.String())
 	return err
 }
