@@ -11,7 +11,7 @@ import (
 // Like Postgres it holds hashes, never secrets. It is safe for concurrent
 // use.
 type Memory struct {
-	mu     sync.Mutex
+	mu       sync.Mutex
 	keys     []Key            // by id: keys[i].ID == i+1
 	hashes   [][]byte         // hashes[i] is the hash of keys[i]'s secret
 	previous [][]byte         // previous[i] is the hash of keys[i]'s secret before its last reroll, nil for none

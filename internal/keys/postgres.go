@@ -39,7 +39,7 @@ RETURNING ` + keyColumns
 	// after a reroll) stands for the key it is current for.
 	lookupSQL = `SELECT hash, previous_hash, ` + keyColumns + ` FROM api_keys WHERE hash = $1 OR previous_hash = $1
 ORDER BY hash = $1 DESC LIMIT 1`
-	listSQL   = `SELECT ` + keyColumns + ` FROM api_keys ORDER BY id`
+	listSQL = `SELECT ` + keyColumns + ` FROM api_keys ORDER BY id`
 	// changedSQL reads what Index.Refresh needs, through the index on
 	// updated_at.
 	changedSQL = `SELECT hash, previous_hash, ` + keyColumns + ` FROM api_keys WHERE updated_at > $1 ORDER BY updated_at`
