@@ -66,7 +66,9 @@ var (
 // expiredKeyError refuses a key past its expiry.
 type expiredKeyError struct{ at time.Time }
 
-func (e *expiredKeyError) Error() string { return "the API key expired at " + e.at.Format(time.RFC3339) }
+func (e *expiredKeyError) Error() string {
+	return "the API key expired at " + e.at.Format(time.RFC3339)
+}
 func (e *expiredKeyError) Unwrap() error { return keys.ErrExpired }
 
 // rotatedKeyError refuses the secret a key had before its last reroll,
