@@ -35,8 +35,9 @@ type Key struct {
 	CreatedAt time.Time
 	// RevokedAt is when the key was revoked, zero while it is active.
 	RevokedAt time.Time
-	// UpdatedAt is when the key was last created, revoked, moved to
-	// another plan or given overrides, by the store's clock.
+	// UpdatedAt is when the key was last changed (created, revoked,
+	// rerolled, moved to another plan, given overrides, restrictions or an
+	// expiry), by the store's clock.
 	UpdatedAt time.Time
 	// Overrides is the JSON of the key's own changes to its plan
 	// (plans.Overrides), nil for none. This package stores it as it is.
