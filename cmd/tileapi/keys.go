@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,13 +13,18 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tileapi/tileapi/internal/httpapi"
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/plans"
+	"github.com/tileapi/tileapi/quota"
 )
 
-const keysUsage = `tileapi keys create -plan PLAN [-name NAME] | list | revoke ID | set-plan ID PLAN
-  | override ID [NAME=MAX/WINDOW ...] [-max-in-flight N] | override ID -clear
-  [-database-url URL] [-plans-file FILE]`
+const keysUsage = `tileapi keys create -plan PLAN [-name NAME] [-kind publishable|secret] | list | revoke ID
+  | set-plan ID PLAN | override ID [NAME=MAX/WINDOW ...] [-max-in-flight N] | override ID -clear
+  | expire ID -at RFC3339 | expire ID -in 720h | expire ID -never
+  | reroll ID [-overlap 24h] | usage ID | reset ID
+  [-database-url URL] [-plans-file FILE]
+  usage and reset read the quotas in Redis: -redis-url URL ($REDIS_URL), -redis-prefix ($TILEAPI_REDIS_PREFIX)`
 
 // runKeys manages the API keys in the database: it creates one (printing
 // its secret once, as the last line of stdout), lists them, revokes one or
@@ -82,20 +88,95 @@ type keysAction struct {
 type keysWork func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error
 
 var keysActions = map[string]keysAction{
+	"expire": {args: 1, flags: func(fs *flag.FlagSet, _ func(string) string) func(int64, []string) (keysWork, error) {
+		at := fs.String("at", "", "when the key stops working, RFC 3339 (2027-01-01T00:00:00Z)")
+		in := fs.Duration("in", 0, "how long from now the key stops working (720h)")
+		never := fs.Bool("never", false, "the key never expires")
+		return func(id int64, _ []string) (keysWork, error) {
+			t, err := expiryOf(*at, *in, *never, time.Now())
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
+				k, err := s.SetExpiry(ctx, id, t)
+				if err != nil {
+					return err
+				}
+				if k.ExpiresAt.IsZero() {
+					fmt.Fprintf(stdout, "key %d (%s) never expires\n", k.ID, k.Prefix)
+					return nil
+				}
+				fmt.Fprintf(stdout, "key %d (%s) expires at %s\n", k.ID, k.Prefix, timeOrDash(k.ExpiresAt))
+				return nil
+			}, nil
+		}
+	}},
+	"reroll": {args: 1, flags: func(fs *flag.FlagSet, _ func(string) string) func(int64, []string) (keysWork, error) {
+		overlap := fs.Duration("overlap", 24*time.Hour, "how long the old secret keeps working; 0s: it stops at once")
+		return func(id int64, _ []string) (keysWork, error) {
+			if *overlap < 0 {
+				return nil, fmt.Errorf("-overlap %s: want 0s or more", *overlap)
+			}
+			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
+				k, secret, err := s.Reroll(ctx, id, *overlap)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "key %d is now %s; its old secret works until %s\n", k.ID, k.Prefix, timeOrDash(k.PreviousValidUntil))
+				fmt.Fprintln(stdout, "its new secret, shown only this once (tileapi keeps a hash of it):")
+				fmt.Fprintln(stdout, secret)
+				return nil
+			}, nil
+		}
+	}},
+	"usage": {args: 1, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (keysWork, error) {
+		q := quotaFlags(fs, getenv)
+		return func(id int64, _ []string) (keysWork, error) {
+			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
+				return keyUsage(ctx, s, id, q, stdout)
+			}, nil
+		}
+	}},
+	"reset": {args: 1, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (keysWork, error) {
+		q := quotaFlags(fs, getenv)
+		return func(id int64, _ []string) (keysWork, error) {
+			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
+				k, err := s.Get(ctx, id)
+				if err != nil {
+					return err
+				}
+				store, done, err := q.open()
+				if err != nil {
+					return err
+				}
+				defer done()
+				if err := store.Reset(ctx, httpapi.KeyIdentity(k.ID)); err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "key %d (%s): usage reset\n", k.ID, k.Prefix)
+				return nil
+			}, nil
+		}
+	}},
 	"create": {args: 0, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (keysWork, error) {
 		plan := fs.String("plan", "", "the key's plan (required)")
 		name := fs.String("name", "", "a name for the key, for people")
+		kindName := fs.String("kind", string(keys.Secret), "publishable (tk_pub_, for web pages) or secret (tk_sec_, for servers only)")
 		plansFile := plansFlag(fs, getenv)
 		return func(int64, []string) (keysWork, error) {
+			kind, err := keys.ParseKind(*kindName)
+			if err != nil {
+				return nil, fmt.Errorf("-kind: %w", err)
+			}
 			if err := checkPlan(*plansFile, *plan); err != nil {
 				return nil, err
 			}
 			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
-				k, secret, err := s.Create(ctx, *name, *plan)
+				k, secret, err := s.CreateKind(ctx, kind, *name, *plan)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(stdout, "created key %d (%s) on plan %s\n", k.ID, k.Prefix, k.Plan)
+				fmt.Fprintf(stdout, "created %s key %d (%s) on plan %s\n", k.Kind(), k.ID, k.Prefix, k.Plan)
 				fmt.Fprintln(stdout, "its secret, shown only this once (tileapi keeps a hash of it):")
 				fmt.Fprintln(stdout, secret)
 				return nil
@@ -110,9 +191,10 @@ var keysActions = map[string]keysAction{
 					return err
 				}
 				tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tPLAN\tCREATED\tREVOKED")
+				fmt.Fprintln(tw, "ID\tPREFIX\tKIND\tNAME\tPLAN\tOVERRIDES\tRESTRICTIONS\tCREATED\tEXPIRES\tREVOKED")
 				for _, k := range ks {
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, orDash(k.Name), k.Plan, timeOrDash(k.CreatedAt), timeOrDash(k.RevokedAt))
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, k.Kind(), orDash(k.Name), k.Plan,
+						orDash(compactJSON(k.Overrides)), orDash(compactJSON(k.Restrictions)), timeOrDash(k.CreatedAt), timeOrDash(k.ExpiresAt), timeOrDash(k.RevokedAt))
 				}
 				return tw.Flush()
 			}, nil
@@ -161,6 +243,117 @@ var keysActions = map[string]keysAction{
 			}, nil
 		}
 	}},
+}
+
+// expiryOf is the expiry that -at, -in or -never (exactly one of them)
+// ask for, from now: the zero time for never.
+func expiryOf(at string, in time.Duration, never bool, now time.Time) (time.Time, error) {
+	n := 0
+	for _, given := range []bool{at != "", in != 0, never} {
+		if given {
+			n++
+		}
+	}
+	if n != 1 {
+		return time.Time{}, errors.New("say when: one of -at RFC3339, -in DURATION, -never")
+	}
+	switch {
+	case never:
+		return time.Time{}, nil
+	case in != 0:
+		if in < 0 {
+			return time.Time{}, fmt.Errorf("-in %s: want a duration from now, such as 720h", in)
+		}
+		return now.Add(in), nil
+	}
+	t, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("-at %q: not an RFC 3339 time such as 2027-01-01T00:00:00Z", at)
+	}
+	return t, nil
+}
+
+// quotaSettings are where usage and reset find the quotas: the Redis of
+// serve, and the plans that say a key's limits.
+type quotaSettings struct {
+	redisURL, prefix, plansFile *string
+}
+
+// quotaFlags adds the flags of the commands that read the quotas.
+func quotaFlags(fs *flag.FlagSet, getenv func(string) string) quotaSettings {
+	prefix := getenv("TILEAPI_REDIS_PREFIX")
+	if prefix == "" {
+		prefix = "tileapi:"
+	}
+	return quotaSettings{
+		redisURL:  fs.String("redis-url", getenv("REDIS_URL"), "the Redis that holds the quotas, as serve's REDIS_URL ($REDIS_URL)"),
+		prefix:    fs.String("redis-prefix", prefix, "serve's Redis prefix ($TILEAPI_REDIS_PREFIX)"),
+		plansFile: plansFlag(fs, getenv),
+	}
+}
+
+// open returns the quota store serve uses, and a function that closes it.
+func (q quotaSettings) open() (*quota.Redis, func(), error) {
+	if *q.redisURL == "" {
+		return nil, nil, errors.New("no Redis: usage lives in serve's Redis; set REDIS_URL or -redis-url (a serve without REDIS_URL holds usage in its process: use the admin API)")
+	}
+	rdb, err := openRedis("REDIS_URL", *q.redisURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	return quota.NewRedis(rdb, quota.WithPrefix(*q.prefix+"q:")), func() { rdb.Close() }, nil
+}
+
+// keyUsage prints key id's usage of each of its limits, as GET
+// /admin/keys/{id}/usage reads it: its plan with its overrides.
+func keyUsage(ctx context.Context, s *keys.Postgres, id int64, q quotaSettings, stdout io.Writer) error {
+	k, err := s.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	ps, err := loadPlans(*q.plansFile)
+	if err != nil {
+		return err
+	}
+	var o plans.Overrides
+	if k.Overrides != nil {
+		if o, err = plans.ParseOverrides(k.Overrides); err != nil {
+			return fmt.Errorf("key %d's overrides: %w", k.ID, err)
+		}
+	}
+	p, err := ps.KeyPlan(k.Plan, o)
+	if err != nil {
+		return err
+	}
+	store, done, err := q.open()
+	if err != nil {
+		return err
+	}
+	defer done()
+	d, err := store.Peek(ctx, httpapi.KeyIdentity(k.ID), p.Quota)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "key %d (%s) on plan %s\n", k.ID, k.Prefix, p.Name)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "LIMIT\tMAX\tWINDOW\tUSED\tREMAINING\tRESETS IN")
+	for _, l := range d.Limits {
+		window := l.Limit.Window.String()
+		if l.Limit.Period != quota.Sliding {
+			window = string(l.Limit.Period)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\n", l.Limit.Name, l.Limit.Max, window, l.Used, l.Remaining, l.ResetAfter.Round(time.Second))
+	}
+	return tw.Flush()
+}
+
+// compactJSON is stored JSON on one line, "" for none.
+func compactJSON(b []byte) string {
+	var buf bytes.Buffer
+	if b == nil || json.Compact(&buf, b) != nil {
+		return string(b)
+	}
+	return buf.String()
 }
 
 // overrideKey gives key id the overrides o, checked against its plan in

@@ -56,10 +56,10 @@ func TestKeys(t *testing.T) {
 		}
 		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 		secret := lines[len(lines)-1]
-		if !regexp.MustCompile(`^tk_[0-9a-f]{8}_[A-Za-z0-9_-]{43}$`).MatchString(secret) {
+		if !regexp.MustCompile(`^`+keys.Pattern+`$`).MatchString(secret) || !keys.Plausible(secret) || !keys.Declares(secret, keys.Secret) {
 			t.Fatalf("keys %q: the last line of stdout %q is not a secret", args, out)
 		}
-		if n := strings.Count(out, secret[len("tk_3f9a2c1b_"):]); n != 1 {
+		if n := strings.Count(out, secret[len("tk_sec_3f9a2c1b_"):]); n != 1 {
 			t.Errorf("keys %q: stdout shows the secret %d times, want once:\n%s", args, n, out)
 		}
 		if want := "(" + keys.PrefixOf(secret) + ")"; !strings.Contains(out, want) {
@@ -96,13 +96,13 @@ func TestKeys(t *testing.T) {
 		out    string // a regular expression stdout must match
 		err    string // what the error must contain, "" for none
 	}{
-		{"list", withDB, []string{"list"}, `^ID +PREFIX +NAME +PLAN +CREATED +REVOKED\n` +
-			`1 +` + keys.PrefixOf(secrets[0]) + ` +ci +free +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +-\n` +
-			`2 +` + keys.PrefixOf(secrets[1]) + ` +- +pro +\S+ +-\n$`, ""},
-		{"revoke", withDB, []string{"revoke", "1"}, `^key 1 \(tk_[0-9a-f]{8}\) revoked at \S+Z\n$`, ""},
-		{"revoke again", withDB, []string{"revoke", "1"}, `^key 1 \(tk_[0-9a-f]{8}\) revoked at \S+Z\n$`, ""},
-		{"list a revoked key", withDB, []string{"list"}, `\n1 +tk_\S+ +ci +free +\S+Z +\S+Z\n2 `, ""},
-		{"set-plan", withDB, []string{"set-plan", "2", "free"}, `^key 2 \(tk_[0-9a-f]{8}\) is on plan free\n$`, ""},
+		{"list", withDB, []string{"list"}, `^ID +PREFIX +KIND +NAME +PLAN +OVERRIDES +RESTRICTIONS +CREATED +EXPIRES +REVOKED\n` +
+			`1 +` + keys.PrefixOf(secrets[0]) + ` +secret +ci +free +- +- +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +- +-\n` +
+			`2 +` + keys.PrefixOf(secrets[1]) + ` +secret +- +pro +- +- +\S+ +- +-\n$`, ""},
+		{"revoke", withDB, []string{"revoke", "1"}, `^key 1 \(tk_sec_[0-9a-f]{8}\) revoked at \S+Z\n$`, ""},
+		{"revoke again", withDB, []string{"revoke", "1"}, `^key 1 \(tk_sec_[0-9a-f]{8}\) revoked at \S+Z\n$`, ""},
+		{"list a revoked key", withDB, []string{"list"}, `\n1 +tk_\S+ +secret +ci +free +- +- +\S+Z +- +\S+Z\n2 `, ""},
+		{"set-plan", withDB, []string{"set-plan", "2", "free"}, `^key 2 \(tk_sec_[0-9a-f]{8}\) is on plan free\n$`, ""},
 		{"set-plan to a plan of a file", withDB, []string{"set-plan", "2", "team", "-plans-file", plansFile}, `is on plan team\n$`, ""},
 		{"plans file from the environment", env("DATABASE_URL", dbURL, "TILEAPI_PLANS_FILE", plansFile),
 			[]string{"create", "-plan", "team"}, `on plan team\n`, ""},
@@ -116,12 +116,12 @@ func TestKeys(t *testing.T) {
 		{"an id that is not a number", withDB, []string{"revoke", "tk_3f9a2c1b"}, "", `key id "tk_3f9a2c1b" is not a number`},
 		{"too few arguments", withDB, []string{"set-plan", "2"}, "", "want 2 arguments"},
 		{"override", withDB, []string{"override", "1", "burst=500/5s", "slow=20000/1m", "-max-in-flight", "3"},
-			`^key 1 \(tk_[0-9a-f]{8}\): plan free with overrides \{"limits": \[\{"max": 500, "name": "burst", "window": "5s"\}, \{"max": 20000, "name": "slow", "window": "1m"\}\], "max_in_flight": 3\}\n$`, ""},
+			`^key 1 \(tk_sec_[0-9a-f]{8}\): plan free with overrides \{"limits": \[\{"max": 500, "name": "burst", "window": "5s"\}, \{"max": 20000, "name": "slow", "window": "1m"\}\], "max_in_flight": 3\}\n$`, ""},
 		{"override longer than the history", withDB, []string{"override", "1", "day=20000/24h"}, "", "longer than the plans' history of 1m0s"},
 		{"override with a bad limit", withDB, []string{"override", "1", "burst=0/5s"}, "", "invalid limits[0].max"},
 		{"override not NAME=MAX/WINDOW", withDB, []string{"override", "1", "burst:500"}, "", `limit "burst:500" is not NAME=MAX/WINDOW`},
 		{"override nothing", withDB, []string{"override", "1"}, "", "say what to override, or -clear"},
-		{"override clear", withDB, []string{"override", "1", "-clear"}, `^key 1 \(tk_[0-9a-f]{8}\) has no overrides: plan free alone\n$`, ""},
+		{"override clear", withDB, []string{"override", "1", "-clear"}, `^key 1 \(tk_sec_[0-9a-f]{8}\) has no overrides: plan free alone\n$`, ""},
 		{"override an unknown id", withDB, []string{"override", "99", "-max-in-flight", "1"}, "", "keys: key not found: id 99"},
 		{"no database", env(), []string{"list"}, "", "no database: set DATABASE_URL or -database-url"},
 		{"no action", withDB, nil, "", "usage: tileapi keys create"},
@@ -142,7 +142,7 @@ func TestKeys(t *testing.T) {
 				t.Errorf("stdout %q, want a match for %s", out, tc.out)
 			}
 			for _, secret := range secrets {
-				if strings.Contains(out, secret[len("tk_3f9a2c1b_"):]) {
+				if strings.Contains(out, secret[len("tk_sec_3f9a2c1b_"):]) {
 					t.Errorf("stdout %q shows the secret %s", out, secret)
 				}
 			}

@@ -321,7 +321,7 @@ func (o *opened) close() {
 type keyStore interface {
 	httpapi.KeyAdmin
 	Add(ctx context.Context, name, plan, secret string) (keys.Key, error)
-	Lookup(ctx context.Context, hash []byte) (keys.Key, error)
+	LookupEntry(ctx context.Context, hash []byte) (keys.Entry, error)
 	Changed(ctx context.Context, since time.Time) ([]keys.Entry, error)
 }
 

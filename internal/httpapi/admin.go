@@ -97,28 +97,42 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 type keyJSON struct {
 	ID        int64      `json:"id"`
 	Prefix    string     `json:"prefix"`
+	Kind      keys.Kind  `json:"kind"`
 	Name      string     `json:"name"`
 	Plan      string     `json:"plan"`
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
 	// Overrides are the key's own changes to its plan (plans.Overrides).
 	Overrides json.RawMessage `json:"overrides,omitempty"`
+	// ExpiresAt is when the key stops working; none for never.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// PreviousValidUntil is, for a rerolled key, when its secret before the
+	// last reroll stops (or stopped) working.
+	PreviousValidUntil *time.Time `json:"previous_valid_until,omitempty"`
 }
 
 func keyOf(k keys.Key) keyJSON {
-	j := keyJSON{ID: k.ID, Prefix: k.Prefix, Name: k.Name, Plan: k.Plan, CreatedAt: k.CreatedAt, Overrides: k.Overrides}
+	j := keyJSON{ID: k.ID, Prefix: k.Prefix, Kind: k.Kind(), Name: k.Name, Plan: k.Plan, CreatedAt: k.CreatedAt, Overrides: k.Overrides}
 	if k.Revoked() {
 		j.RevokedAt = &k.RevokedAt
+	}
+	if !k.ExpiresAt.IsZero() {
+		j.ExpiresAt = &k.ExpiresAt
+	}
+	if !k.PreviousValidUntil.IsZero() {
+		j.PreviousValidUntil = &k.PreviousValidUntil
 	}
 	return j
 }
 
-// handleCreateKey serves POST /admin/keys {"name": "...", "plan": "free"}:
-// the new key, and its secret, shown this once.
+// handleCreateKey serves POST /admin/keys {"name": "...", "plan": "free",
+// "kind": "secret"}: the new key, and its secret, shown this once. The
+// kind, "publishable" or "secret", defaults to secret.
 func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Name string `json:"name"`
 		Plan string `json:"plan"`
+		Kind string `json:"kind"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeProblem(w, problemFor(param.Invalid("body", "must be a JSON object with name and plan")))
@@ -128,13 +142,26 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problemFor(err))
 		return
 	}
-	k, secret, err := s.cfg.KeyAdmin.Create(r.Context(), req.Name, req.Plan)
+	kind := keys.Secret
+	if req.Kind != "" {
+		var err error
+		if kind, err = keys.ParseKind(req.Kind); err != nil {
+			writeProblem(w, problemFor(param.Invalid("kind", "must be %q or %q", keys.Publishable, keys.Secret)))
+			return
+		}
+	}
+	k, secret, err := s.cfg.KeyAdmin.CreateKind(r.Context(), kind, req.Name, req.Plan)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	s.keysChanged(r.Context())
-	writeJSON(w, http.StatusCreated, struct {
+	writeWithSecret(w, http.StatusCreated, k, secret)
+}
+
+// writeWithSecret answers key k with its secret, shown this once.
+func writeWithSecret(w http.ResponseWriter, status int, k keys.Key, secret string) {
+	writeJSON(w, status, struct {
 		keyJSON
 		Secret string `json:"secret"`
 	}{keyOf(k), secret})
@@ -248,6 +275,83 @@ func (s *Server) storeOverrides(w http.ResponseWriter, r *http.Request, id int64
 	}
 	s.keysChanged(r.Context())
 	writeJSON(w, http.StatusOK, keyOf(k))
+}
+
+// handleSetExpiry serves PUT /admin/keys/{id}/expiry {"expires_at":
+// "2027-01-01T00:00:00Z"}, or {"expires_at": null} for never. The key is
+// refused (401 expired-key) from that time on every server.
+func (s *Server) handleSetExpiry(w http.ResponseWriter, r *http.Request) {
+	id, err := keyID(r)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	var req map[string]json.RawMessage
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req == nil {
+		writeProblem(w, problemFor(param.Invalid("body", `must be a JSON object with expires_at: an RFC 3339 time, or null for never`)))
+		return
+	}
+	raw, ok := req["expires_at"]
+	if !ok {
+		writeProblem(w, problemFor(param.Invalid("expires_at", "is missing: an RFC 3339 time, or null for never")))
+		return
+	}
+	var at time.Time
+	if string(raw) != "null" {
+		var text string
+		if err := json.Unmarshal(raw, &text); err != nil {
+			writeProblem(w, problemFor(param.Invalid("expires_at", "must be an RFC 3339 time as a string, or null for never")))
+			return
+		}
+		if at, err = time.Parse(time.RFC3339, text); err != nil {
+			writeProblem(w, problemFor(param.Invalid("expires_at", "%q is not an RFC 3339 time such as 2027-01-01T00:00:00Z", text)))
+			return
+		}
+	}
+	k, err := s.cfg.KeyAdmin.SetExpiry(r.Context(), id, at)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.keysChanged(r.Context())
+	writeJSON(w, http.StatusOK, keyOf(k))
+}
+
+// defaultOverlap is how long a rerolled key's old secret keeps working
+// when the reroll does not say.
+const defaultOverlap = 24 * time.Hour
+
+// handleReroll serves POST /admin/keys/{id}/reroll {"overlap": "24h"}: a
+// new secret for the same key, shown this once; the old one works on for
+// the overlap (default 24h; "0s": it stops at once), then is refused (401
+// rotated-key).
+func (s *Server) handleReroll(w http.ResponseWriter, r *http.Request) {
+	id, err := keyID(r)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	var req struct {
+		Overlap *string `json:"overlap"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil && err != io.EOF {
+		writeProblem(w, problemFor(param.Invalid("body", `must be a JSON object such as {"overlap": "24h"}, or empty`)))
+		return
+	}
+	overlap := defaultOverlap
+	if req.Overlap != nil {
+		if overlap, err = time.ParseDuration(*req.Overlap); err != nil || overlap < 0 {
+			writeProblem(w, problemFor(param.Invalid("overlap", "%q is not a duration of 0s or more, such as 24h", *req.Overlap)))
+			return
+		}
+	}
+	k, secret, err := s.cfg.KeyAdmin.Reroll(r.Context(), id, overlap)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.keysChanged(r.Context())
+	writeWithSecret(w, http.StatusOK, k, secret)
 }
 
 // checkOverrides reports overrides that do not make a valid plan of k's.

@@ -537,6 +537,32 @@ func contractKeys(t *testing.T, c *contract, backend []option) {
 	unknown := newEnv(t, append(backend, with(func(c *Config) { c.UnknownKeys = 1000 }))...)
 	proxied := newEnv(t, append(backend, with(func(c *Config) { c.TrustedProxies = []string{"127.0.0.1/32"} }))...)
 	c.check(t, e, get(contains, 401).key("made-up")) // the one unknown key allowed
+	// An expired key, a rotated secret, a secret key from a browser and a
+	// secret whose checksum is wrong.
+	expired, expiredSecret, err := e.keys.CreateKind(ctx, keys.Secret, "expired", "std")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.keys.SetExpiry(ctx, expired.ID, time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	rotated, rotatedSecret, err := e.keys.CreateKind(ctx, keys.Publishable, "rotated", "std")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.keys.Reroll(ctx, rotated.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.server.cfg.Keys.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range meteredPaths {
+		c.both(t, e, exchange{method: http.MethodGet, path: path, status: 401, headers: []string{"X-API-Key", expiredSecret}}) // expired-key
+		c.both(t, e, exchange{method: http.MethodGet, path: path, status: 401, headers: []string{"X-API-Key", rotatedSecret}}) // rotated-key
+		c.both(t, e, exchange{method: http.MethodGet, path: path, status: 403,
+			headers: []string{"X-API-Key", expiredSecret, "Origin", "https://app.example.com"}}) // secret-key-in-browser
+		c.both(t, e, exchange{method: http.MethodGet, path: path, status: 401, headers: []string{"X-API-Key", expiredSecret + "x"}}) // a wrong checksum
+	}
 	for i, path := range meteredPaths {
 		c.both(t, e, get(path, 401))                            // missing-key
 		c.both(t, e, get(path, 403).key("ten"))                 // revoked-key
@@ -594,6 +620,17 @@ func contractAdmin(t *testing.T, c *contract, backend []option) {
 		adminCall("HEAD", "/admin/keys/999999/usage", "", 404),
 		adminCall("DELETE", k+"/usage", "", 204),
 		adminCall("DELETE", "/admin/keys/999999/usage", "", 404),
+		adminCall("PUT", k+"/expiry", `{"expires_at":"2030-01-01T00:00:00Z"}`, 200),
+		adminCall("GET", k, "", 200),
+		adminCall("PUT", k+"/expiry", `{"expires_at":null}`, 200),
+		{admin: true, method: "PUT", path: k + "/expiry", body: `{}`, headers: adminAuth, status: 400, refused: true},
+		adminCall("PUT", "/admin/keys/999999/expiry", `{"expires_at":null}`, 404),
+		adminCall("POST", k+"/reroll", `{"overlap":"1h"}`, 200),
+		adminCall("GET", k, "", 200),
+		adminCall("POST", k+"/reroll", "", 200),
+		adminCall("POST", k+"/reroll", `{"overlap":"-1s"}`, 400),
+		adminCall("POST", "/admin/keys/999999/reroll", `{}`, 404),
+		adminCall("POST", "/admin/keys", `{"name":"web","plan":"five","kind":"publishable"}`, 201),
 		adminCall("DELETE", k, "", 200),
 		adminCall("DELETE", "/admin/keys/999999", "", 404),
 	} {
@@ -637,6 +674,8 @@ var adminOps = []struct{ method, path, body string }{
 	{"GET", "/admin/keys/{id}/usage", ""},
 	{"HEAD", "/admin/keys/{id}/usage", ""},
 	{"DELETE", "/admin/keys/{id}/usage", ""},
+	{"PUT", "/admin/keys/{id}/expiry", `{"expires_at":null}`},
+	{"POST", "/admin/keys/{id}/reroll", `{"overlap":"1h"}`},
 }
 
 // dearPlans has a plan five whose flat price is above its max: every route

@@ -42,18 +42,39 @@ func (s *Server) identify(r *http.Request) (caller, error) {
 	}
 	prefix := keys.PrefixOf(secret)
 	setLogKey(r.Context(), prefix)
+	if !keys.Plausible(secret) {
+		// A secret of the current form whose checksum is wrong is no
+		// key's: refused with no lookup, so it spends none of the
+		// network's allowance of unknown keys.
+		return caller{}, keys.ErrUnknown
+	}
+	if keys.Declares(secret, keys.Secret) && r.Header.Get("Origin") != "" {
+		return caller{}, errSecretKeyInBrowser
+	}
 	k, err := s.cfg.Keys.Find(secret)
 	if errors.Is(err, keys.ErrNotIndexed) {
 		k, err = s.lookupKey(r, secret)
 	}
 	if err != nil {
-		return caller{}, err
+		return caller{}, keyRefusal(k, err)
 	}
 	p, err := s.planOf(k)
 	if err != nil {
 		return caller{}, err
 	}
 	return caller{identity: KeyIdentity(k.ID), plan: p, keyPrefix: prefix, key: k}, nil
+}
+
+// keyRefusal is err, the refusal of key k, with what its problem tells
+// the client: when an expired key expired, when a rotated secret stopped.
+func keyRefusal(k keys.Key, err error) error {
+	switch {
+	case errors.Is(err, keys.ErrExpired):
+		return &expiredKeyError{at: k.ExpiresAt}
+	case errors.Is(err, keys.ErrRotated):
+		return &rotatedKeyError{until: k.PreviousValidUntil}
+	}
+	return err
 }
 
 // planOf is k's plan with k's own overrides applied, resolved once for

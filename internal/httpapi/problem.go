@@ -26,6 +26,8 @@ type problem struct {
 	Field      string  `json:"field,omitempty"`
 	MaxRadius  float64 `json:"max_radius_m,omitempty"`
 	LowestZoom *int    `json:"lowest_zoom,omitempty"`
+	// ExpiredAt is when an expired key expired (RFC 3339).
+	ExpiredAt string `json:"expired_at,omitempty"`
 }
 
 // problemTypeBase prefixes the type of every problem tileapi answers: the
@@ -56,7 +58,27 @@ var (
 	errMethodNotAllowed = errors.New("method not allowed")
 	errAdminDisabled    = errors.New("the admin API is disabled")
 	errAdminToken       = errors.New("admin token missing or wrong")
+	// errSecretKeyInBrowser refuses a secret key (tk_sec_) presented with
+	// an Origin header: by a browser, where anyone can read it.
+	errSecretKeyInBrowser = errors.New("a secret key presented by a browser")
 )
+
+// expiredKeyError refuses a key past its expiry.
+type expiredKeyError struct{ at time.Time }
+
+func (e *expiredKeyError) Error() string {
+	return "the API key expired at " + e.at.Format(time.RFC3339)
+}
+func (e *expiredKeyError) Unwrap() error { return keys.ErrExpired }
+
+// rotatedKeyError refuses the secret a key had before its last reroll,
+// once its overlap is over.
+type rotatedKeyError struct{ until time.Time }
+
+func (e *rotatedKeyError) Error() string {
+	return "the secret was replaced by a reroll of its key and stopped working at " + e.until.Format(time.RFC3339)
+}
+func (e *rotatedKeyError) Unwrap() error { return keys.ErrRotated }
 
 // unknownPlanError is a key whose plan this server does not configure.
 type unknownPlanError struct{ plan string }
@@ -123,6 +145,8 @@ func problemFor(err error) *problem {
 		adminFails  *tooManyAdminFailuresError
 		busy        *concurrencyError
 		notInPlan   *notInPlanError
+		expired     *expiredKeyError
+		rotated     *rotatedKeyError
 	)
 	switch {
 	case errors.As(err, &fe):
@@ -135,6 +159,16 @@ func problemFor(err error) *problem {
 		return newProblem(http.StatusBadRequest, "no-client-address", "No client address", "the client address could not be read, and the request has no API key")
 	case errors.Is(err, keys.ErrUnknown):
 		return newProblem(http.StatusUnauthorized, "unknown-key", "Unknown API key", "the API key is not known: check X-API-Key or Authorization: Bearer")
+	case errors.As(err, &expired):
+		p := newProblem(http.StatusUnauthorized, "expired-key", "Expired API key", expired.Error()+"; the request was not charged")
+		p.ExpiredAt = expired.at.UTC().Format(time.RFC3339)
+		return p
+	case errors.As(err, &rotated):
+		return newProblem(http.StatusUnauthorized, "rotated-key", "Rotated API key", rotated.Error()+"; use the key's new secret")
+	case errors.Is(err, errSecretKeyInBrowser):
+		return newProblem(http.StatusForbidden, "secret-key-in-browser", "Secret key in a browser",
+			"a secret key (tk_sec_) belongs on a server, and this request carries an Origin header, as browsers send: "+
+				"use a publishable key (tk_pub_) in web pages; the request was not charged")
 	case errors.Is(err, keys.ErrRevoked):
 		return newProblem(http.StatusForbidden, "revoked-key", "Revoked API key", "the API key has been revoked")
 	case errors.Is(err, keys.ErrNotFound):

@@ -115,6 +115,8 @@ func (s *Server) adminAPI(r chi.Router) {
 	r.Delete("/keys/{id}/overrides", s.handleDeleteOverrides)
 	r.Get("/keys/{id}/usage", s.handleKeyUsage)
 	r.Delete("/keys/{id}/usage", s.handleResetUsage)
+	r.Put("/keys/{id}/expiry", s.handleSetExpiry)
+	r.Post("/keys/{id}/reroll", s.handleReroll)
 }
 
 // handleNotFound answers a route neither listener has.

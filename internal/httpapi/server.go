@@ -74,12 +74,14 @@ type Keys interface {
 
 // KeyAdmin manages API keys: keys.Postgres or keys.Memory.
 type KeyAdmin interface {
-	Create(ctx context.Context, name, plan string) (keys.Key, string, error)
+	CreateKind(ctx context.Context, kind keys.Kind, name, plan string) (keys.Key, string, error)
 	List(ctx context.Context) ([]keys.Key, error)
 	Get(ctx context.Context, id int64) (keys.Key, error)
 	Revoke(ctx context.Context, id int64) (keys.Key, error)
 	SetPlan(ctx context.Context, id int64, plan string) (keys.Key, error)
 	SetOverrides(ctx context.Context, id int64, overrides []byte) (keys.Key, error)
+	SetExpiry(ctx context.Context, id int64, at time.Time) (keys.Key, error)
+	Reroll(ctx context.Context, id int64, overlap time.Duration) (keys.Key, string, error)
 }
 
 // Check is one readiness check: a name and a ping.

@@ -21,9 +21,9 @@ type countingKeys struct {
 	lookups atomic.Int64
 }
 
-func (c *countingKeys) Lookup(ctx context.Context, hash []byte) (keys.Key, error) {
+func (c *countingKeys) LookupEntry(ctx context.Context, hash []byte) (keys.Entry, error) {
 	c.lookups.Add(1)
-	return c.Memory.Lookup(ctx, hash)
+	return c.Memory.LookupEntry(ctx, hash)
 }
 
 // withCountingKeys finds keys through an index of a counting store, and

@@ -1,6 +1,7 @@
 package keys
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,14 +30,16 @@ var ErrUnavailable = errors.New("keys: key store unavailable")
 
 // source is the store an Index reads: a *Postgres or a *Memory.
 type source interface {
-	Lookup(ctx context.Context, hash []byte) (Key, error)
+	LookupEntry(ctx context.Context, hash []byte) (Entry, error)
 	Changed(ctx context.Context, since time.Time) ([]Entry, error)
 }
 
-// Entry is a key with the hash of its secret, as Changed returns it.
+// Entry is a key with the hash of its secret, and of its secret before
+// its last reroll (nil for none), as Changed returns it.
 type Entry struct {
-	Hash []byte
-	Key  Key
+	Hash     []byte
+	Previous []byte
+	Key      Key
 }
 
 // Index holds every API key in process, by the hash of its secret, and
@@ -51,11 +54,25 @@ type Index struct {
 
 	refreshing sync.Mutex // one Refresh at a time
 	mu         sync.RWMutex
-	byHash     map[string]Key       // string(Hash(secret)) -> key
+	byHash     map[string]slot      // string(hash of a secret) -> the key it is of
+	byID       map[int64]held       // key id -> its latest version taken in
 	unknown    map[string]time.Time // hashes the store did not have, until when that is believed
 	newest     time.Time            // the latest UpdatedAt read
 	refreshed  time.Time            // when the last successful Refresh began
 	onChange   func(Key)            // told of each key version taken in
+}
+
+// slot is what a hash in the index stands for: a key's current secret or
+// its secret before its last reroll.
+type slot struct {
+	id       int64
+	previous bool
+}
+
+// held is the version of a key the index holds, with its hashes.
+type held struct {
+	key            Key
+	hash, previous string // previous is "" for none
 }
 
 // OnChange has f told of each version of a key the index takes in, by the
@@ -72,27 +89,43 @@ func (x *Index) OnChange(f func(Key)) {
 // Run refreshes every every. An unknown key looked up is remembered as
 // unknown for every as well.
 func NewIndex(store source, every time.Duration) *Index {
-	return &Index{store: store, every: every, byHash: make(map[string]Key), unknown: make(map[string]time.Time)}
+	return &Index{store: store, every: every, byHash: make(map[string]slot), byID: make(map[int64]held), unknown: make(map[string]time.Time)}
 }
 
 // Find answers from memory: the key whose secret was presented, the key
-// with ErrRevoked if it has been revoked, ErrUnknown for a secret the store
-// did not have when last asked, or ErrNotIndexed if the index cannot tell.
+// with ErrRevoked if it has been revoked, with ErrRotated if the secret is
+// the one it had before its last reroll and the overlap is over, with
+// ErrExpired if it is past its ExpiresAt; ErrUnknown for a secret the
+// store did not have when last asked, or ErrNotIndexed if the index cannot
+// tell.
 func (x *Index) Find(secret string) (Key, error) {
 	h := Hash(secret)
 	x.mu.RLock()
-	k, found := x.byHash[string(h)] // m[string(b)] converts without allocating
+	sl, found := x.byHash[string(h)] // m[string(b)] converts without allocating
+	k := x.byID[sl.id].key
 	until, unknown := x.unknown[string(h)]
 	x.mu.RUnlock()
 	switch {
-	case found && k.Revoked():
-		return k, ErrRevoked
 	case found:
-		return k, nil
+		return verdict(k, sl.previous, time.Now())
 	case unknown && time.Now().Before(until):
 		return Key{}, ErrUnknown
 	}
 	return Key{}, ErrNotIndexed
+}
+
+// verdict is what presenting k's secret (its previous one, if previous)
+// at now comes to: k, with the error that refuses it if one does.
+func verdict(k Key, previous bool, now time.Time) (Key, error) {
+	switch {
+	case k.Revoked():
+		return k, ErrRevoked
+	case previous && !now.Before(k.PreviousValidUntil):
+		return k, ErrRotated
+	case k.Expired(now):
+		return k, ErrExpired
+	}
+	return k, nil
 }
 
 // Lookup asks the store for the key whose secret was presented and adds the
@@ -100,7 +133,7 @@ func (x *Index) Find(secret string) (Key, error) {
 // matching ErrUnavailable if the store failed.
 func (x *Index) Lookup(ctx context.Context, secret string) (Key, error) {
 	h := Hash(secret)
-	k, err := x.store.Lookup(ctx, h)
+	e, err := x.store.LookupEntry(ctx, h)
 	switch {
 	case errors.Is(err, ErrUnknown):
 		x.mu.Lock()
@@ -111,14 +144,11 @@ func (x *Index) Lookup(ctx context.Context, secret string) (Key, error) {
 	case err != nil:
 		return Key{}, fmt.Errorf("keys: lookup %s: %w", PrefixOf(secret), unavailable(err))
 	}
-	x.changed(k)
+	x.changed(e.Key)
 	x.mu.Lock()
-	x.put(string(h), k)
+	x.put(e)
 	x.mu.Unlock()
-	if k.Revoked() {
-		return k, ErrRevoked
-	}
-	return k, nil
+	return verdict(e.Key, !bytes.Equal(e.Hash, h), time.Now())
 }
 
 // Refresh reads every key changed since the last refresh (every key, the
@@ -163,7 +193,7 @@ func (x *Index) refresh(ctx context.Context) error {
 	x.mu.RLock()
 	var fresh []Key
 	for _, e := range changed {
-		if old, ok := x.byHash[string(e.Hash)]; !ok || e.Key.UpdatedAt.After(old.UpdatedAt) {
+		if old, ok := x.byID[e.Key.ID]; !ok || e.Key.UpdatedAt.After(old.key.UpdatedAt) {
 			fresh = append(fresh, e.Key)
 		}
 	}
@@ -174,7 +204,7 @@ func (x *Index) refresh(ctx context.Context) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, e := range changed {
-		x.put(string(e.Hash), e.Key)
+		x.put(e)
 		if e.Key.UpdatedAt.After(x.newest) {
 			x.newest = e.Key.UpdatedAt
 		}
@@ -215,17 +245,36 @@ func (x *Index) Run(ctx context.Context, onError func(error)) {
 func (x *Index) Len() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return len(x.byHash)
+	return len(x.byID)
 }
 
-// put indexes k under h, unless the index holds a later version of it;
-// the caller holds mu.
-func (x *Index) put(h string, k Key) {
-	if old, ok := x.byHash[h]; ok && old.UpdatedAt.After(k.UpdatedAt) {
-		return
+// put indexes e's key under its hashes, unless the index holds a later
+// version of it, and forgets the hashes of the version it replaces; the
+// caller holds mu. A hash that is one key's current secret and another's
+// previous one (a hand-picked secret registered again after a reroll)
+// stands for the key it is current for.
+func (x *Index) put(e Entry) {
+	id := e.Key.ID
+	if old, ok := x.byID[id]; ok {
+		if old.key.UpdatedAt.After(e.Key.UpdatedAt) {
+			return
+		}
+		for _, h := range []string{old.hash, old.previous} {
+			if sl, ok := x.byHash[h]; ok && sl.id == id {
+				delete(x.byHash, h)
+			}
+		}
 	}
-	x.byHash[h] = k
-	delete(x.unknown, h)
+	hd := held{key: e.Key, hash: string(e.Hash), previous: string(e.Previous)}
+	x.byID[id] = hd
+	x.byHash[hd.hash] = slot{id: id}
+	delete(x.unknown, hd.hash)
+	if hd.previous != "" {
+		if sl, ok := x.byHash[hd.previous]; !ok || sl.previous {
+			x.byHash[hd.previous] = slot{id: id, previous: true}
+		}
+		delete(x.unknown, hd.previous)
+	}
 }
 
 // forgetOneIfFull makes room for one unknown hash; the caller holds mu.

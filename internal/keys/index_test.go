@@ -18,9 +18,9 @@ type counting struct {
 	lookups atomic.Int64
 }
 
-func (c *counting) Lookup(ctx context.Context, hash []byte) (keys.Key, error) {
+func (c *counting) LookupEntry(ctx context.Context, hash []byte) (keys.Entry, error) {
 	c.lookups.Add(1)
-	return c.store.Lookup(ctx, hash)
+	return c.store.LookupEntry(ctx, hash)
 }
 
 func (c *counting) Changed(ctx context.Context, since time.Time) ([]keys.Entry, error) {

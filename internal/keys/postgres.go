@@ -25,7 +25,7 @@ func NewPostgres(pool *pgxpool.Pool) *Postgres {
 }
 
 // The columns every query returns, as a row.
-const keyColumns = `id, prefix, name, plan, created_at, revoked_at, updated_at, overrides, restrictions, expires_at`
+const keyColumns = `id, prefix, name, plan, created_at, revoked_at, updated_at, overrides, restrictions, expires_at, previous_valid_until`
 
 const (
 	// addSQL inserts a key, or on a secret already registered returns that
@@ -34,11 +34,15 @@ const (
 	addSQL = `INSERT INTO api_keys (hash, prefix, name, plan) VALUES ($1, $2, $3, $4)
 ON CONFLICT (hash) DO UPDATE SET hash = api_keys.hash
 RETURNING ` + keyColumns
-	lookupSQL = `SELECT ` + keyColumns + ` FROM api_keys WHERE hash = $1`
-	listSQL   = `SELECT ` + keyColumns + ` FROM api_keys ORDER BY id`
+	// lookupSQL finds a key by its secret or its secret before its last
+	// reroll; a hash that is both (a hand-picked secret registered again
+	// after a reroll) stands for the key it is current for.
+	lookupSQL = `SELECT hash, previous_hash, ` + keyColumns + ` FROM api_keys WHERE hash = $1 OR previous_hash = $1
+ORDER BY hash = $1 DESC LIMIT 1`
+	listSQL = `SELECT ` + keyColumns + ` FROM api_keys ORDER BY id`
 	// changedSQL reads what Index.Refresh needs, through the index on
 	// updated_at.
-	changedSQL = `SELECT hash, ` + keyColumns + ` FROM api_keys WHERE updated_at > $1 ORDER BY updated_at`
+	changedSQL = `SELECT hash, previous_hash, ` + keyColumns + ` FROM api_keys WHERE updated_at > $1 ORDER BY updated_at`
 	getSQL     = `SELECT ` + keyColumns + ` FROM api_keys WHERE id = $1`
 	// revokeSQL keeps the first revocation time of a revoked key.
 	revokeSQL  = `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()), updated_at = now() WHERE id = $1 RETURNING ` + keyColumns
@@ -49,6 +53,17 @@ RETURNING ` + keyColumns
 	setRestrictionsSQL = `UPDATE api_keys SET restrictions = $2::jsonb, updated_at = now() WHERE id = $1 RETURNING ` + keyColumns
 	// setExpirySQL stores when the key stops working, or NULL for never.
 	setExpirySQL = `UPDATE api_keys SET expires_at = $2, updated_at = now() WHERE id = $1 RETURNING ` + keyColumns
+	// rerollSQL moves the key's hash to previous_hash, valid for $6
+	// microseconds more, and gives it a new secret of its own kind: $2 and
+	// $3 are the hash and prefix of a new publishable secret, $4 and $5 of
+	// a new secret one, so that one statement decides by the stored
+	// prefix. The prefix comes back, and says which secret it took.
+	rerollSQL = `UPDATE api_keys SET previous_hash = hash,
+	previous_valid_until = now() + $6 * interval '1 microsecond',
+	hash = CASE WHEN starts_with(prefix, 'tk_pub_') THEN $2::bytea ELSE $4::bytea END,
+	prefix = CASE WHEN starts_with(prefix, 'tk_pub_') THEN $3::text ELSE $5::text END,
+	updated_at = now()
+WHERE id = $1 RETURNING ` + keyColumns
 )
 
 // row is a key as the queries return it.
@@ -63,6 +78,8 @@ type row struct {
 	Overrides    []byte     // jsonb, NULL for none
 	Restrictions []byte     // jsonb, NULL for none
 	ExpiresAt    *time.Time // NULL for never
+	// PreviousValidUntil is NULL for a key never rerolled.
+	PreviousValidUntil *time.Time
 }
 
 func (r row) key() Key {
@@ -74,13 +91,22 @@ func (r row) key() Key {
 	if r.ExpiresAt != nil {
 		k.ExpiresAt = r.ExpiresAt.UTC()
 	}
+	if r.PreviousValidUntil != nil {
+		k.PreviousValidUntil = r.PreviousValidUntil.UTC()
+	}
 	return k
 }
 
-// Create makes a key with a new secret and returns it with the secret,
-// which is not stored and cannot be shown again.
+// Create makes a secret key with a new secret and returns it with the
+// secret, which is not stored and cannot be shown again.
 func (p *Postgres) Create(ctx context.Context, name, plan string) (Key, string, error) {
-	secret, err := Generate()
+	return p.CreateKind(ctx, Secret, name, plan)
+}
+
+// CreateKind makes a key of kind k with a new secret and returns it with
+// the secret, which is not stored and cannot be shown again.
+func (p *Postgres) CreateKind(ctx context.Context, kind Kind, name, plan string) (Key, string, error) {
+	secret, err := Generate(kind)
 	if err != nil {
 		return Key{}, "", err
 	}
@@ -101,17 +127,25 @@ func (p *Postgres) Add(ctx context.Context, name, plan, secret string) (Key, err
 	return k, nil
 }
 
-// Lookup returns the key whose secret has the given hash, revoked or not,
-// or ErrUnknown.
+// Lookup returns the key whose secret, or secret before its last reroll,
+// has the given hash, revoked or not, or ErrUnknown.
 func (p *Postgres) Lookup(ctx context.Context, hash []byte) (Key, error) {
-	k, err := p.one(ctx, lookupSQL, hash)
+	e, err := p.LookupEntry(ctx, hash)
+	return e.Key, err
+}
+
+// LookupEntry is Lookup with the key's hashes: whether hash is the key's
+// current secret or its previous one.
+func (p *Postgres) LookupEntry(ctx context.Context, hash []byte) (Entry, error) {
+	rows, _ := p.pool.Query(ctx, lookupSQL, hash)
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[hashedRow])
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Key{}, ErrUnknown
+		return Entry{}, ErrUnknown
 	}
 	if err != nil {
-		return Key{}, fmt.Errorf("keys: lookup: %w", storeFailure(err))
+		return Entry{}, fmt.Errorf("keys: lookup: %w", storeFailure(err))
 	}
-	return k, nil
+	return r.entry(), nil
 }
 
 // Changed returns every key, with its hash, whose UpdatedAt is after since,
@@ -124,15 +158,20 @@ func (p *Postgres) Changed(ctx context.Context, since time.Time) ([]Entry, error
 	}
 	es := make([]Entry, len(rs))
 	for i, r := range rs {
-		es[i] = Entry{Hash: r.Hash, Key: r.key()}
+		es[i] = r.entry()
 	}
 	return es, nil
 }
 
-// hashedRow is a row with the hash of its secret.
+// hashedRow is a row with the hashes of its secrets.
 type hashedRow struct {
-	Hash []byte
+	Hash         []byte
+	PreviousHash []byte // NULL for none
 	row
+}
+
+func (r hashedRow) entry() Entry {
+	return Entry{Hash: r.Hash, Previous: r.PreviousHash, Key: r.key()}
 }
 
 // List returns every key, revoked ones too, by id.
@@ -195,6 +234,32 @@ func (p *Postgres) SetExpiry(ctx context.Context, id int64, at time.Time) (Key, 
 		arg = at
 	}
 	return p.byID(ctx, "set expiry", setExpirySQL, id, arg)
+}
+
+// Reroll gives the key with the given id a new secret of its kind and
+// returns the key with it, shown this once: the secret it had works on
+// for overlap (0: it stops at once), then is refused (ErrRotated), and a
+// previous secret of an earlier reroll stops at once. Its id, plan,
+// overrides, restrictions and usage stay. It returns ErrNotFound if there
+// is no such key. One statement does it, so concurrent rerolls of a key
+// each leave a working secret.
+func (p *Postgres) Reroll(ctx context.Context, id int64, overlap time.Duration) (Key, string, error) {
+	pub, err := Generate(Publishable)
+	if err != nil {
+		return Key{}, "", err
+	}
+	sec, err := Generate(Secret)
+	if err != nil {
+		return Key{}, "", err
+	}
+	k, err := p.byID(ctx, "reroll", rerollSQL, id, Hash(pub), PrefixOf(pub), Hash(sec), PrefixOf(sec), max(overlap, 0).Microseconds())
+	if err != nil {
+		return Key{}, "", err
+	}
+	if k.Prefix == PrefixOf(pub) {
+		return k, pub, nil
+	}
+	return k, sec, nil
 }
 
 // byID runs query, whose $1 is id, for the operation op and returns the key

@@ -20,6 +20,10 @@ type store interface {
 	Create(ctx context.Context, name, plan string) (keys.Key, string, error)
 	Add(ctx context.Context, name, plan, secret string) (keys.Key, error)
 	Lookup(ctx context.Context, hash []byte) (keys.Key, error)
+	LookupEntry(ctx context.Context, hash []byte) (keys.Entry, error)
+	CreateKind(ctx context.Context, kind keys.Kind, name, plan string) (keys.Key, string, error)
+	Reroll(ctx context.Context, id int64, overlap time.Duration) (keys.Key, string, error)
+	Changed(ctx context.Context, since time.Time) ([]keys.Entry, error)
 	List(ctx context.Context) ([]keys.Key, error)
 	Get(ctx context.Context, id int64) (keys.Key, error)
 	Revoke(ctx context.Context, id int64) (keys.Key, error)
@@ -334,8 +338,8 @@ func TestPostgresKeepsNoSecret(t *testing.T) {
 		k.ID).Scan(&cols); err != nil {
 		t.Fatal(err)
 	}
-	if len(cols) != 11 {
-		t.Fatalf("row %q: want 11 columns", cols)
+	if len(cols) != 13 {
+		t.Fatalf("row %q: want 13 columns", cols)
 	}
 	for _, v := range cols {
 		if strings.Contains(v, secret) || strings.Contains(v, hidden) || strings.Contains(v, hidden[:8]) {
