@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/paulmach/orb/maptile"
@@ -80,6 +81,7 @@ type KeyAdmin interface {
 	Revoke(ctx context.Context, id int64) (keys.Key, error)
 	SetPlan(ctx context.Context, id int64, plan string) (keys.Key, error)
 	SetOverrides(ctx context.Context, id int64, overrides []byte) (keys.Key, error)
+	SetRestrictions(ctx context.Context, id int64, restrictions []byte) (keys.Key, error)
 }
 
 // Check is one readiness check: a name and a ping.
@@ -186,6 +188,8 @@ type Server struct {
 	denials     *quota.DenyCache // in front of cfg.Quota, shared by every use
 	meter       *quotahttp.Gate  // the quota gate of every metered route, and of /v1/quota
 	keyPlans    keyPlans         // each key's plan with its overrides, once per version of the key
+	keyAccess   keyAccess        // each key's restrictions, once per version of the key
+	corsKeys    *corsKeys        // the origins keys allow, for CORS in keys mode; nil in another mode
 	tileCache   TileCache        // cfg.TileCache within the time budget
 	cacheWrites chan struct{}    // a slot per tile cache write in flight
 	inFlight    InFlight         // cfg.InFlight within the time budget; nil for none
@@ -264,10 +268,16 @@ func NewServer(cfg Config) (*Server, error) {
 	if err := cfg.Registry.Register(owed); err != nil {
 		return nil, fmt.Errorf("httpapi: metrics: %w", err)
 	}
-	// Each key's plan is resolved when the index takes the key in, off
+	if slices.Equal(cfg.AllowedOrigins, []string{CORSKeys}) {
+		s.corsKeys = &corsKeys{}
+	}
+	// Each key's plan and restrictions are resolved when the index takes the key in, off
 	// the request path.
 	if index, ok := cfg.Keys.(interface{ OnChange(func(keys.Key)) }); ok {
-		index.OnChange(func(k keys.Key) { _, _ = s.planOf(k) })
+		index.OnChange(func(k keys.Key) {
+			_, _ = s.planOf(k)
+			s.keyChanged(k)
+		})
 	}
 	if cfg.InFlight != nil {
 		s.inFlight = budgetInFlight{f: cfg.InFlight, timeout: cfg.QuotaTimeout}
