@@ -54,9 +54,9 @@ func (s *Server) restrictionsOf(k keys.Key) (access.Restrictions, error) {
 	return r, err
 }
 
-// keyChanged resolves what the server needs of a new version of k: its
+// resolveAccess resolves what the server needs of a new version of k: its
 // restrictions, and the origins CORS allows in keys mode.
-func (s *Server) keyChanged(k keys.Key) {
+func (s *Server) resolveAccess(k keys.Key) {
 	r, err := s.restrictionsOf(k)
 	if s.corsKeys != nil {
 		s.corsKeys.update(k, r, err)

@@ -156,7 +156,8 @@ type Config struct {
 	// AllowedOrigins are the origins whose pages may call /v1 (CORS), "*"
 	// for any; nil means any (keys, not origins, are the API's
 	// credentials, as for other tile servers), an empty non-nil slice
-	// none. /admin never answers CORS.
+	// none, and []string{CORSKeys} those that some key in the index lists
+	// in its restrictions. /admin never answers CORS.
 	AllowedOrigins []string
 	// PublicURL is the scheme and host clients reach the service at, for
 	// the URLs in TileJSON (default: taken from each request).
@@ -271,12 +272,12 @@ func NewServer(cfg Config) (*Server, error) {
 	if slices.Equal(cfg.AllowedOrigins, []string{CORSKeys}) {
 		s.corsKeys = &corsKeys{}
 	}
-	// Each key's plan and restrictions are resolved when the index takes the key in, off
-	// the request path.
+	// Each key's plan and restrictions are resolved when the index takes
+	// the key in, off the request path.
 	if index, ok := cfg.Keys.(interface{ OnChange(func(keys.Key)) }); ok {
 		index.OnChange(func(k keys.Key) {
 			_, _ = s.planOf(k)
-			s.keyChanged(k)
+			s.resolveAccess(k)
 		})
 	}
 	if cfg.InFlight != nil {
