@@ -3,6 +3,7 @@ package access
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -190,4 +191,22 @@ func mustParse(t *testing.T, s string) Restrictions {
 		t.Fatal(err)
 	}
 	return r
+}
+
+func TestOriginCandidates(t *testing.T) {
+	r := mustParse(t, `{"origins": ["HTTPS://*.Example.org:443", "http://localhost:8080"]}`)
+	if got := r.OriginPatterns(); !slices.Equal(got, []string{"https://*.example.org", "http://localhost:8080"}) {
+		t.Errorf("OriginPatterns = %q", got)
+	}
+	for in, want := range map[string][]string{
+		"https://a.b.example.org": {"https://a.b.example.org", "https://*.b.example.org", "https://*.example.org"},
+		"https://example.org":     {"https://example.org"},
+		"http://localhost:8080":   {"http://localhost:8080"},
+		"https://[::1]:8443":      {"https://[::1]:8443"},
+		"null":                    nil,
+	} {
+		if got := OriginCandidates(in); !slices.Equal(got, want) {
+			t.Errorf("OriginCandidates(%q) = %q, want %q", in, got, want)
+		}
+	}
 }

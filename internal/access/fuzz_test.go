@@ -2,6 +2,7 @@ package access
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/tileapi/tileapi/internal/param"
@@ -48,6 +49,11 @@ func FuzzOrigin(f *testing.F) {
 		}
 		if again, err := parseOrigin(p.String(), true); err != nil || again != p {
 			t.Fatalf("pattern %q wrote %q, which parses to %v, %v", pattern, p.String(), again, err)
+		}
+		if o, err := parseOrigin(originHeader, false); err == nil {
+			if p.matches(o) != slices.Contains(OriginCandidates(originHeader), p.String()) {
+				t.Fatalf("%q matches %q: %v, but its candidates are %q", pattern, originHeader, p.matches(o), OriginCandidates(originHeader))
+			}
 		}
 		r := Restrictions{Origins: []string{pattern}, origins: []origin{p}}
 		if r.CheckOrigin(originHeader, referer) == nil && originHeader != "" {

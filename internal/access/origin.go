@@ -148,3 +148,39 @@ func refererOrigin(referer string) string {
 	}
 	return u.Scheme + "://" + u.Host
 }
+
+// OriginPatterns returns r's origins in their canonical form, the form
+// OriginCandidates names them in.
+func (r Restrictions) OriginPatterns() []string {
+	out := make([]string, len(r.origins))
+	for i, p := range r.origins {
+		out[i] = p.String()
+	}
+	return out
+}
+
+// OriginCandidates returns, in canonical form, every origin pattern that
+// admits origin (an Origin header's value): the origin itself and a
+// wildcard over each domain above its host; nil for a malformed origin.
+// An index of patterns answers whether any admits an origin with as many
+// lookups as the host has labels.
+func OriginCandidates(s string) []string {
+	o, err := parseOrigin(s, false)
+	if err != nil {
+		return nil
+	}
+	out := []string{o.String()}
+	if strings.HasPrefix(o.host, "[") {
+		return out
+	}
+	w := o
+	w.wildcard = true
+	for rest := o.host; ; {
+		_, after, ok := strings.Cut(rest, ".")
+		if !ok || !strings.Contains(after, ".") { // a wildcard covers two or more labels
+			return out
+		}
+		w.host, rest = after, after
+		out = append(out, w.String())
+	}
+}

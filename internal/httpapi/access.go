@@ -89,31 +89,42 @@ func accessRoute(m metered) string {
 	return m.route // "tilejson", "catalog", "sets", "within", "contains"
 }
 
-// corsKeys holds, by key id, the restrictions of each active key that
-// lists origins: what CORS allows in keys mode.
+// corsKeys indexes the origin patterns of each active key that lists
+// origins, for CORS in keys mode: an origin is looked up by the patterns
+// that would admit it (access.OriginCandidates), as many lookups as its
+// host has labels, whatever the number of keys.
 type corsKeys struct {
-	mu    sync.RWMutex
-	byKey map[int64]corsKey
+	mu        sync.RWMutex
+	byPattern map[string]map[int64]time.Time // pattern -> the keys listing it -> when each expires (zero: never)
+	byKey     map[int64][]string             // key -> its patterns
 }
 
-type corsKey struct {
-	r       access.Restrictions
-	expires time.Time // zero for never
-}
-
-// update takes in a version of k: an active key with origins is held,
-// anything else (revoked, without origins, unreadable) is dropped.
+// update takes in a version of k: an active key's origins are indexed,
+// and those of anything else (revoked, without origins, unreadable)
+// dropped.
 func (c *corsKeys) update(k keys.Key, r access.Restrictions, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for _, p := range c.byKey[k.ID] {
+		delete(c.byPattern[p], k.ID)
+		if len(c.byPattern[p]) == 0 {
+			delete(c.byPattern, p)
+		}
+	}
+	delete(c.byKey, k.ID)
 	if err != nil || k.Revoked() || len(r.Origins) == 0 {
-		delete(c.byKey, k.ID)
 		return
 	}
 	if c.byKey == nil {
-		c.byKey = make(map[int64]corsKey)
+		c.byKey, c.byPattern = make(map[int64][]string), make(map[string]map[int64]time.Time)
 	}
-	c.byKey[k.ID] = corsKey{r: r, expires: k.ExpiresAt}
+	c.byKey[k.ID] = r.OriginPatterns()
+	for _, p := range c.byKey[k.ID] {
+		if c.byPattern[p] == nil {
+			c.byPattern[p] = make(map[int64]time.Time)
+		}
+		c.byPattern[p][k.ID] = k.ExpiresAt
+	}
 }
 
 // allows reports whether some active key allows origin.
@@ -121,9 +132,11 @@ func (c *corsKeys) allows(origin string) bool {
 	now := time.Now()
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for _, k := range c.byKey {
-		if (k.expires.IsZero() || now.Before(k.expires)) && k.r.AllowsOrigin(origin) {
-			return true
+	for _, p := range access.OriginCandidates(origin) {
+		for _, expires := range c.byPattern[p] {
+			if expires.IsZero() || now.Before(expires) {
+				return true
+			}
 		}
 	}
 	return false

@@ -257,6 +257,20 @@ func TestCORSKeysMode(t *testing.T) {
 	if got := preflight(app); got != "" {
 		t.Errorf("after the restrictions are cleared, a preflight from %s is allowed: %q", app, got)
 	}
+	five, _ := e.keys.Lookup(ctx, hashOf("key-five"))
+	restrict("five", `{"origins": ["https://expired.example"]}`)
+	if got := preflight("https://expired.example"); got != "https://expired.example" {
+		t.Errorf("preflight from a key's origin: Allow-Origin %q", got)
+	}
+	if _, err := e.keys.SetExpiry(ctx, five.ID, time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.server.cfg.Keys.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := preflight("https://expired.example"); got != "" {
+		t.Errorf("after the key expired, a preflight from its origin is allowed: %q", got)
+	}
 	pro, _ := e.keys.Lookup(ctx, hashOf("key-pro"))
 	decode(t, e.adminDo(t, http.MethodDelete, "/admin/keys/"+itoa(pro.ID), nil, admin...), http.StatusOK, nil)
 	if got := preflight("https://a.other.example"); got != "" {
