@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
+
+	"github.com/tileapi/tileapi/internal/httpapi"
 )
 
 // secret is a string flag holding a secret, or a value that may hold one:
@@ -136,14 +139,21 @@ func parsePrefixes(list string) ([]string, error) {
 }
 
 // parseOrigins reads -cors-origins: a comma-separated list of origins, *
-// for any, or none for no CORS (an empty, non-nil list).
+// for any, keys for the origins keys' restrictions allow
+// (httpapi.CORSKeys), or none for no CORS (an empty, non-nil list).
 func parseOrigins(list string) ([]string, error) {
-	if strings.TrimSpace(list) == "none" {
+	switch strings.TrimSpace(list) {
+	case "none":
 		return []string{}, nil
+	case httpapi.CORSKeys:
+		return []string{httpapi.CORSKeys}, nil
 	}
 	origins := splitList(list)
-	if len(origins) == 0 {
-		return nil, errors.New("no origin: * for any, none for no CORS")
+	switch {
+	case len(origins) == 0:
+		return nil, errors.New("no origin: * for any, keys for those keys allow, none for no CORS")
+	case slices.Contains(origins, httpapi.CORSKeys):
+		return nil, errors.New("keys goes alone: the origins come from the keys' restrictions")
 	}
 	return origins, nil
 }

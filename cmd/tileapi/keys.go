@@ -13,14 +13,18 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tileapi/tileapi/internal/access"
 	"github.com/tileapi/tileapi/internal/httpapi"
 	"github.com/tileapi/tileapi/internal/keys"
+	"github.com/tileapi/tileapi/internal/param"
 	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/quota"
 )
 
 const keysUsage = `tileapi keys create -plan PLAN [-name NAME] [-kind publishable|secret] | list | revoke ID
   | set-plan ID PLAN | override ID [NAME=MAX/WINDOW ...] [-max-in-flight N] | override ID -clear
+  | restrict ID [-origins O,...] [-allow-no-origin] [-networks CIDR,...] [-routes R,...]
+      [-layers L,...] [-sets S,...] | restrict ID -clear
   | expire ID -at RFC3339 | expire ID -in 720h | expire ID -never
   | reroll ID [-overlap 24h] | usage ID | reset ID
   [-database-url URL] [-plans-file FILE]
@@ -243,6 +247,84 @@ var keysActions = map[string]keysAction{
 			}, nil
 		}
 	}},
+	"restrict": {args: 1, flags: func(fs *flag.FlagSet, _ func(string) string) func(int64, []string) (keysWork, error) {
+		var f restrictFlags
+		fs.StringVar(&f.origins, "origins", "", "comma-separated web origins whose pages may use the key: https://app.example.com, https://*.example.com")
+		fs.BoolVar(&f.allowNoOrigin, "allow-no-origin", false, "with -origins: also admit requests with neither Origin nor Referer (servers, scripts)")
+		fs.StringVar(&f.networks, "networks", "", "comma-separated client networks (CIDR) the key may be used from")
+		fs.StringVar(&f.routes, "routes", "", "comma-separated routes the key may call: "+strings.Join(access.Routes(), ", "))
+		fs.StringVar(&f.layers, "layers", "", "comma-separated tile layers the key may ask for")
+		fs.StringVar(&f.sets, "sets", "", "comma-separated geofence sets the key may ask")
+		fs.BoolVar(&f.clear, "clear", false, "remove the key's restrictions: it works anywhere, for anything its plan sells")
+		return func(id int64, _ []string) (keysWork, error) {
+			stored, err := f.restrictions()
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
+				k, err := s.SetRestrictions(ctx, id, stored)
+				if err != nil {
+					return err
+				}
+				if stored == nil {
+					fmt.Fprintf(stdout, "key %d (%s) has no restrictions\n", k.ID, k.Prefix)
+					return nil
+				}
+				fmt.Fprintf(stdout, "key %d (%s) restricted to %s\n", k.ID, k.Prefix, k.Restrictions)
+				return nil
+			}, nil
+		}
+	}},
+}
+
+// restrictFlags are the flags of keys restrict.
+type restrictFlags struct {
+	origins, networks, routes, layers, sets string
+	allowNoOrigin, clear                    bool
+}
+
+// restrictions is the JSON the flags make, checked by access.Parse; nil
+// for -clear, which goes alone.
+func (f restrictFlags) restrictions() ([]byte, error) {
+	set := f.origins != "" || f.networks != "" || f.routes != "" || f.layers != "" || f.sets != "" || f.allowNoOrigin
+	if f.clear {
+		if set {
+			return nil, errors.New("-clear goes alone")
+		}
+		return nil, nil
+	}
+	if !set {
+		return nil, errors.New("no restriction: give -origins, -networks, -routes, -layers or -sets, or -clear")
+	}
+	b, err := json.Marshal(access.Restrictions{
+		Origins: commaList(f.origins), AllowNoOrigin: f.allowNoOrigin, Networks: commaList(f.networks),
+		Routes: commaList(f.routes), Layers: commaList(f.layers), Sets: commaList(f.sets),
+	})
+	if err != nil {
+		return nil, err
+	}
+	r, err := access.Parse(b)
+	var fe *param.Error
+	if errors.As(err, &fe) { // "origins[1]" is the second of -origins
+		flagName, _, _ := strings.Cut(strings.ReplaceAll(fe.Field, "_", "-"), "[")
+		return nil, fmt.Errorf("-%s: %s", flagName, fe.Reason)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.JSON(), nil
+}
+
+// commaList splits a comma-separated flag value, trimming spaces; nil for
+// an empty one.
+func commaList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // expiryOf is the expiry that -at, -in or -never (exactly one of them)

@@ -154,7 +154,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.layersFile, "layers-file", getenv("TILEAPI_LAYERS_FILE"), "YAML or JSON `file` of your own tile layers (tables, functions, PMTiles archives, GeoJSON and FlatGeobuf files) and geofence sets, served beside the bundled ones; see tileapi layers ($TILEAPI_LAYERS_FILE)")
 	secretVar(fs, &c.demoKeys, "demo-keys", getenv("TILEAPI_DEMO_KEYS"), "`key:plan,...` registered at start; default without a database: demo-free:free,demo-pro:pro ($TILEAPI_DEMO_KEYS)")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", getenv("TILEAPI_TRUSTED_PROXIES"), "comma-separated CIDRs whose X-Forwarded-For is believed ($TILEAPI_TRUSTED_PROXIES)")
-	fs.StringVar(&c.corsOrigins, "cors-origins", env("TILEAPI_CORS_ORIGINS", "*"), "comma-separated origins whose pages may call /v1, * for any, none for no CORS ($TILEAPI_CORS_ORIGINS)")
+	fs.StringVar(&c.corsOrigins, "cors-origins", env("TILEAPI_CORS_ORIGINS", "*"), "comma-separated origins whose pages may call /v1, * for any, keys for those some key's restrictions allow (docs/keys.md), none for no CORS ($TILEAPI_CORS_ORIGINS)")
 	secretURLVar(fs, &c.publicURL, "public-url", getenv("TILEAPI_PUBLIC_URL"), "`scheme://host` clients use, for TileJSON; default from each request ($TILEAPI_PUBLIC_URL)")
 	fs.StringVar(&c.quotaFailure, "quota-failure", env("TILEAPI_QUOTA_FAILURE", "open"), "when Redis fails: open (serve unmetered) or closed (503) ($TILEAPI_QUOTA_FAILURE)")
 	fs.StringVar(&c.pprofAddr, "pprof-addr", getenv("TILEAPI_PPROF_ADDR"), "address of a separate listener serving Go's profiles (/debug/pprof/); empty: none. Keep it on loopback ($TILEAPI_PPROF_ADDR)")

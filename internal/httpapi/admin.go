@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/tileapi/tileapi/internal/access"
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/param"
 	"github.com/tileapi/tileapi/internal/plans"
@@ -109,10 +110,13 @@ type keyJSON struct {
 	// PreviousValidUntil is, for a rerolled key, when its secret before the
 	// last reroll stops (or stopped) working.
 	PreviousValidUntil *time.Time `json:"previous_valid_until,omitempty"`
+	// Restrictions are where and for what the key works
+	// (access.Restrictions).
+	Restrictions json.RawMessage `json:"restrictions,omitempty"`
 }
 
 func keyOf(k keys.Key) keyJSON {
-	j := keyJSON{ID: k.ID, Prefix: k.Prefix, Kind: k.Kind(), Name: k.Name, Plan: k.Plan, CreatedAt: k.CreatedAt, Overrides: k.Overrides}
+	j := keyJSON{ID: k.ID, Prefix: k.Prefix, Kind: k.Kind(), Name: k.Name, Plan: k.Plan, CreatedAt: k.CreatedAt, Overrides: k.Overrides, Restrictions: k.Restrictions}
 	if k.Revoked() {
 		j.RevokedAt = &k.RevokedAt
 	}
@@ -265,6 +269,45 @@ func (s *Server) handleSetOverrides(w http.ResponseWriter, r *http.Request) {
 // goes back to its plan alone.
 func (s *Server) handleDeleteOverrides(w http.ResponseWriter, r *http.Request) {
 	s.withKey(w, r, func(k keys.Key) { s.storeOverrides(w, r, k.ID, nil) })
+}
+
+// handleSetRestrictions serves PUT /admin/keys/{id}/restrictions with the
+// JSON of access.Restrictions: the origins, networks, routes, layers and
+// sets the key works for. They take effect on every server within the key
+// index's refresh interval; a bad one is a 400 naming its field.
+func (s *Server) handleSetRestrictions(w http.ResponseWriter, r *http.Request) {
+	s.withKey(w, r, func(k keys.Key) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			s.fail(w, r, param.Invalid("body", "could not be read: %v", err))
+			return
+		}
+		rs, err := access.Parse(body)
+		if err == nil && rs.IsZero() {
+			err = param.Invalid("restrictions", "restrict nothing; DELETE them instead")
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		s.storeRestrictions(w, r, k.ID, rs.JSON())
+	})
+}
+
+// handleDeleteRestrictions serves DELETE /admin/keys/{id}/restrictions:
+// the key works anywhere, for anything its plan sells.
+func (s *Server) handleDeleteRestrictions(w http.ResponseWriter, r *http.Request) {
+	s.withKey(w, r, func(k keys.Key) { s.storeRestrictions(w, r, k.ID, nil) })
+}
+
+func (s *Server) storeRestrictions(w http.ResponseWriter, r *http.Request, id int64, restrictions []byte) {
+	k, err := s.cfg.KeyAdmin.SetRestrictions(r.Context(), id, restrictions)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.keysChanged(r.Context())
+	writeJSON(w, http.StatusOK, keyOf(k))
 }
 
 func (s *Server) storeOverrides(w http.ResponseWriter, r *http.Request, id int64, overrides []byte) {

@@ -344,6 +344,7 @@ var contractScenarios = []struct {
 	{"refused", contractRefused},
 	{"quota", contractQuota},
 	{"keys", contractKeys},
+	{"restrictions", contractRestrictions},
 	{"admin", contractAdmin},
 	{"failures", contractFailures},
 }
@@ -578,6 +579,44 @@ func contractKeys(t *testing.T, c *contract, backend []option) {
 	}
 }
 
+// The 403s of a key's restrictions, on every route that reads a key.
+func contractRestrictions(t *testing.T, c *contract, backend []option) {
+	e := newEnv(t, backend...)
+	ctx := context.Background()
+	restrict := func(plan, restrictions string) {
+		t.Helper()
+		k, err := e.keys.Lookup(ctx, hashOf("key-"+plan))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.keys.SetRestrictions(ctx, k.ID, []byte(restrictions)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restrict("std", `{"origins":["https://app.example.com"]}`)
+	restrict("pro", `{"networks":["203.0.113.0/24"]}`)
+	restrict("ten", `{"routes":["within"]}`)
+	restrict("two", `{"layers":["counties"],"sets":["boundaries"]}`)
+	restrict("work", `{"origins":["*"]}`) // stored by something that did not validate it
+	if err := e.server.cfg.Keys.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range meteredPaths {
+		c.both(t, e, get(path, 403).key("std")) // origin-not-allowed
+		fromApp := get(path, 200).key("std")
+		fromApp.headers = append(fromApp.headers, "Origin", "https://app.example.com")
+		c.check(t, e, fromApp)
+		c.both(t, e, get(path, 403).key("pro"))  // network-not-allowed
+		c.both(t, e, get(path, 403).key("work")) // invalid-restrictions
+		if !strings.Contains(path, "/within") {
+			c.both(t, e, get(path, 403).key("ten")) // route-not-allowed
+		}
+	}
+	c.both(t, e, get("/v1/tiles/places.json", 403).key("two"))                             // layer-not-allowed
+	c.both(t, e, get("/v1/tiles/places/3/1/3.mvt", 403).key("two"))                        // layer-not-allowed
+	c.both(t, e, get("/v1/geofence/within?lng=2.35&lat=48.85&radius=100", 403).key("two")) // set-not-allowed
+}
+
 // Every route of the admin API, to each of its statuses.
 func contractAdmin(t *testing.T, c *contract, backend []option) {
 	e := newEnv(t, backend...)
@@ -612,6 +651,14 @@ func contractAdmin(t *testing.T, c *contract, backend []option) {
 		adminCall("PUT", "/admin/keys/999999/overrides", `{"max_in_flight":3}`, 404),
 		adminCall("DELETE", k+"/overrides", "", 200),
 		adminCall("DELETE", "/admin/keys/999999/overrides", "", 404),
+		adminCall("PUT", k+"/restrictions", `{"origins":["https://*.example.com"],"allow_no_origin":true,"networks":["127.0.0.0/8"],"routes":["tiles"],"layers":["places"],"sets":["places"]}`, 200),
+		adminCall("GET", k, "", 200),
+		{admin: true, method: "PUT", path: k + "/restrictions", body: `{"routes":["tile"]}`, headers: adminAuth, status: 400, refused: true},
+		adminCall("PUT", k+"/restrictions", `{"origins":["https://*.com"]}`, 400),
+		adminCall("PUT", k+"/restrictions", `{}`, 400),
+		adminCall("PUT", "/admin/keys/999999/restrictions", `{"routes":["tiles"]}`, 404),
+		adminCall("DELETE", k+"/restrictions", "", 200),
+		adminCall("DELETE", "/admin/keys/999999/restrictions", "", 404),
 		adminCall("GET", k+"/usage", "", 200),
 		adminCall("HEAD", k+"/usage", "", 200),
 		adminCall("GET", "/admin/keys/999999/usage", "", 404),
@@ -671,6 +718,8 @@ var adminOps = []struct{ method, path, body string }{
 	{"PUT", "/admin/keys/{id}/plan", `{"plan":"std"}`},
 	{"PUT", "/admin/keys/{id}/overrides", `{"max_in_flight":3}`},
 	{"DELETE", "/admin/keys/{id}/overrides", ""},
+	{"PUT", "/admin/keys/{id}/restrictions", `{"routes":["tiles"]}`},
+	{"DELETE", "/admin/keys/{id}/restrictions", ""},
 	{"GET", "/admin/keys/{id}/usage", ""},
 	{"HEAD", "/admin/keys/{id}/usage", ""},
 	{"DELETE", "/admin/keys/{id}/usage", ""},

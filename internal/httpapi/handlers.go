@@ -23,6 +23,7 @@ import (
 
 	"github.com/tileapi/tileapi/cost"
 	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/internal/access"
 	"github.com/tileapi/tileapi/internal/tilecache"
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/quotahttp"
@@ -171,7 +172,7 @@ func setAnswer(fs []*geojson.Feature, sized bool, price cost.Model) (*response, 
 func (s *Server) handleSets(w http.ResponseWriter, r *http.Request) {
 	s.gate(w, r, func(c caller) (metered, error) {
 		return metered{
-			route: "catalog",
+			route: "sets",
 			cost:  c.plan.Cost.Flat,
 			work: func(context.Context) (*response, error) {
 				type entry struct {
@@ -491,6 +492,9 @@ func (s *Server) cacheLater(ctx context.Context, key string, tile []byte) {
 // plan. It is not charged.
 func (s *Server) handleQuota(w http.ResponseWriter, r *http.Request) {
 	c, err := s.identify(r)
+	if err == nil {
+		err = s.checkAccess(r, c, access.RouteQuota, "", "")
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -110,30 +110,35 @@ func (s *Server) planOf(k keys.Key) (plans.Plan, error) {
 // of the key it was resolved for: every change of a key's plan or
 // overrides moves its UpdatedAt. It holds one plan a key the server has
 // served, as the key index holds the key.
-type keyPlans struct {
-	mu    sync.RWMutex
-	plans map[int64]keyPlan
+type keyPlans = byVersion[plans.Plan]
+
+// byVersion holds what the server resolved of each key (its plan, its
+// restrictions), by key id, for the version of the key it was resolved
+// for (its UpdatedAt).
+type byVersion[T any] struct {
+	mu sync.RWMutex
+	of map[int64]versioned[T]
 }
 
-type keyPlan struct {
+type versioned[T any] struct {
 	version time.Time
-	plan    plans.Plan
+	value   T
 }
 
-func (c *keyPlans) get(k keys.Key) (plans.Plan, bool) {
+func (c *byVersion[T]) get(k keys.Key) (T, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	e, ok := c.plans[k.ID]
-	return e.plan, ok && e.version.Equal(k.UpdatedAt)
+	e, ok := c.of[k.ID]
+	return e.value, ok && e.version.Equal(k.UpdatedAt)
 }
 
-func (c *keyPlans) put(k keys.Key, p plans.Plan) {
+func (c *byVersion[T]) put(k keys.Key, v T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.plans == nil {
-		c.plans = make(map[int64]keyPlan)
+	if c.of == nil {
+		c.of = make(map[int64]versioned[T])
 	}
-	c.plans[k.ID] = keyPlan{version: k.UpdatedAt, plan: p}
+	c.of[k.ID] = versioned[T]{version: k.UpdatedAt, value: v}
 }
 
 // presentedKey is the secret the request presents, or "".
@@ -219,8 +224,9 @@ type metered struct {
 	work   func(ctx context.Context) (*response, error)
 }
 
-// gate identifies the caller, has build price its request, and meters it
-// through the quota gate, which owns every decision from there: the
+// gate identifies the caller, has build price its request, checks it
+// against the key's restrictions (checkAccess) and meters it through the
+// quota gate, which owns every decision from there: the
 // refusal of what no plan admits, the caller's in-flight slot, the charge
 // within the time budget, the failure policy, shadow mode, the headers,
 // and the refund of work that fails. A denied request is never charged.
@@ -232,6 +238,11 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, build func(caller)
 		return
 	}
 	m, err := build(c)
+	if err == nil {
+		// The key's restrictions, once the request is priced and named,
+		// and before any charge: a refusal is never charged.
+		err = s.checkAccess(r, c, accessRoute(m), m.layer, m.set)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

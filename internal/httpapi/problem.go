@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/internal/access"
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/param"
 	"github.com/tileapi/tileapi/internal/plans"
@@ -147,6 +148,8 @@ func problemFor(err error) *problem {
 		notInPlan   *notInPlanError
 		expired     *expiredKeyError
 		rotated     *rotatedKeyError
+		refused     *access.Refusal
+		badAccess   *invalidRestrictionsError
 	)
 	switch {
 	case errors.As(err, &fe):
@@ -205,6 +208,11 @@ func problemFor(err error) *problem {
 	case errors.As(err, &notInPlan):
 		return newProblem(http.StatusForbidden, "not-in-plan", "Not in the plan",
 			notInPlan.Error()+"; the request was not charged")
+	case errors.As(err, &refused):
+		return refusalProblem(refused)
+	case errors.As(err, &badAccess):
+		return newProblem(http.StatusForbidden, "invalid-restrictions", "Key misconfigured",
+			"the key's restrictions could not be read, so the key is refused; its owner can set them again; the request was not charged")
 	case errors.Is(err, geofence.ErrTimeout) || errors.Is(err, tiles.ErrTimeout):
 		return newProblem(http.StatusGatewayTimeout, "query-timeout", "Query timed out", "the query took longer than the server allows; the request was not charged")
 	case errors.Is(err, geofence.ErrUnavailable) || errors.Is(err, tiles.ErrUnavailable):
@@ -222,6 +230,29 @@ func problemFor(err error) *problem {
 		return newProblem(http.StatusUnauthorized, "admin-token-required", "Admin token required", "send Authorization: Bearer <TILEAPI_ADMIN_TOKEN>")
 	}
 	return newProblem(http.StatusInternalServerError, "internal", "Internal error", "the server failed; the request was not charged")
+}
+
+// refusalCodes are the problem codes of the refusals of a key's
+// restrictions, by the dimension refused.
+var refusalCodes = map[access.Dimension]struct{ code, title string }{
+	access.DimOrigin:  {"origin-not-allowed", "Origin not allowed for this key"},
+	access.DimNetwork: {"network-not-allowed", "Network not allowed for this key"},
+	access.DimRoute:   {"route-not-allowed", "Route not allowed for this key"},
+	access.DimLayer:   {"layer-not-allowed", "Layer not allowed for this key"},
+	access.DimSet:     {"set-not-allowed", "Geofence set not allowed for this key"},
+}
+
+// refusalProblem is the 403 of a request a key's restrictions refuse;
+// field names the restriction (its JSON field).
+func refusalProblem(e *access.Refusal) *problem {
+	c := refusalCodes[e.Dimension]
+	detail := e.Reason
+	if e.Value != "" {
+		detail += fmt.Sprintf(": %q", e.Value)
+	}
+	p := newProblem(http.StatusForbidden, c.code, c.title, detail+"; the request was not charged")
+	p.Field = string(e.Dimension)
+	return p
 }
 
 // statusClientClosed is the status logged for a request whose client went

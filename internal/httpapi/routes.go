@@ -73,7 +73,7 @@ func (s *Server) routes() http.Handler {
 		// Map libraries on customers' own sites call the API: CORS, on
 		// the public routes only, never on /admin.
 		if len(s.cfg.AllowedOrigins) > 0 {
-			r.Use(cors.Handler(corsOptions(s.cfg.AllowedOrigins)))
+			r.Use(cors.Handler(s.corsOptions()))
 		}
 		r.Get("/geofence", s.handleSets)
 		r.Get("/geofence/within", s.handleWithin(geofence.PlacesSet))
@@ -113,6 +113,8 @@ func (s *Server) adminAPI(r chi.Router) {
 	r.Put("/keys/{id}/plan", s.handleSetPlan)
 	r.Put("/keys/{id}/overrides", s.handleSetOverrides)
 	r.Delete("/keys/{id}/overrides", s.handleDeleteOverrides)
+	r.Put("/keys/{id}/restrictions", s.handleSetRestrictions)
+	r.Delete("/keys/{id}/restrictions", s.handleDeleteRestrictions)
 	r.Get("/keys/{id}/usage", s.handleKeyUsage)
 	r.Delete("/keys/{id}/usage", s.handleResetUsage)
 	r.Put("/keys/{id}/expiry", s.handleSetExpiry)
@@ -124,14 +126,20 @@ func handleNotFound(w http.ResponseWriter, _ *http.Request) {
 	writeProblem(w, problemFor(errRouteNotFound))
 }
 
-// corsOptions lets pages of origins (or any, "*") call the API with a key,
-// and read the quota headers a map client needs to pace itself.
-func corsOptions(origins []string) cors.Options {
-	return cors.Options{
-		AllowedOrigins: origins,
+// corsOptions lets pages of the allowed origins (any, "*"; or, in keys
+// mode, those some key allows) call the API with a key, and read the quota
+// headers a map client needs to pace itself.
+func (s *Server) corsOptions() cors.Options {
+	o := cors.Options{
+		AllowedOrigins: s.cfg.AllowedOrigins,
 		AllowedMethods: []string{http.MethodGet, http.MethodHead},
 		AllowedHeaders: []string{"X-API-Key", "Authorization", "If-None-Match"},
 		ExposedHeaders: append(quotahttp.ExposedHeaders(), "ETag", "X-Tile-Cache"),
 		MaxAge:         600, // seconds a browser may cache a preflight
 	}
+	if s.corsKeys != nil {
+		o.AllowedOrigins = nil
+		o.AllowOriginFunc = func(_ *http.Request, origin string) bool { return s.corsKeys.allows(origin) }
+	}
+	return o
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/paulmach/orb/maptile"
@@ -82,6 +83,7 @@ type KeyAdmin interface {
 	SetOverrides(ctx context.Context, id int64, overrides []byte) (keys.Key, error)
 	SetExpiry(ctx context.Context, id int64, at time.Time) (keys.Key, error)
 	Reroll(ctx context.Context, id int64, overlap time.Duration) (keys.Key, string, error)
+	SetRestrictions(ctx context.Context, id int64, restrictions []byte) (keys.Key, error)
 }
 
 // Check is one readiness check: a name and a ping.
@@ -156,7 +158,8 @@ type Config struct {
 	// AllowedOrigins are the origins whose pages may call /v1 (CORS), "*"
 	// for any; nil means any (keys, not origins, are the API's
 	// credentials, as for other tile servers), an empty non-nil slice
-	// none. /admin never answers CORS.
+	// none, and []string{CORSKeys} those that some key in the index lists
+	// in its restrictions. /admin never answers CORS.
 	AllowedOrigins []string
 	// PublicURL is the scheme and host clients reach the service at, for
 	// the URLs in TileJSON (default: taken from each request).
@@ -188,6 +191,8 @@ type Server struct {
 	denials     *quota.DenyCache // in front of cfg.Quota, shared by every use
 	meter       *quotahttp.Gate  // the quota gate of every metered route, and of /v1/quota
 	keyPlans    keyPlans         // each key's plan with its overrides, once per version of the key
+	keyAccess   keyAccess        // each key's restrictions, once per version of the key
+	corsKeys    *corsKeys        // the origins keys allow, for CORS in keys mode; nil in another mode
 	tileCache   TileCache        // cfg.TileCache within the time budget
 	cacheWrites chan struct{}    // a slot per tile cache write in flight
 	inFlight    InFlight         // cfg.InFlight within the time budget; nil for none
@@ -266,10 +271,16 @@ func NewServer(cfg Config) (*Server, error) {
 	if err := cfg.Registry.Register(owed); err != nil {
 		return nil, fmt.Errorf("httpapi: metrics: %w", err)
 	}
-	// Each key's plan is resolved when the index takes the key in, off
-	// the request path.
+	if slices.Equal(cfg.AllowedOrigins, []string{CORSKeys}) {
+		s.corsKeys = &corsKeys{}
+	}
+	// Each key's plan and restrictions are resolved when the index takes
+	// the key in, off the request path.
 	if index, ok := cfg.Keys.(interface{ OnChange(func(keys.Key)) }); ok {
-		index.OnChange(func(k keys.Key) { _, _ = s.planOf(k) })
+		index.OnChange(func(k keys.Key) {
+			_, _ = s.planOf(k)
+			s.resolveAccess(k)
+		})
 	}
 	if cfg.InFlight != nil {
 		s.inFlight = budgetInFlight{f: cfg.InFlight, timeout: cfg.QuotaTimeout}

@@ -208,8 +208,10 @@ func TestPage(t *testing.T) {
 }
 
 // newService returns the service with memory backends, the default plans
-// and tinyPlan, and the keys demo-free (plan free) and demo-tiny.
-func newService(t testing.TB) http.Handler {
+// and tinyPlan, and the keys demo-free (plan free) and demo-tiny, with
+// what opts change in its configuration; its key index is read at start,
+// as serve does.
+func newService(t testing.TB, opts ...func(*httpapi.Config)) http.Handler {
 	t.Helper()
 	ctx := context.Background()
 	d, err := dataset.Load()
@@ -230,18 +232,26 @@ func newService(t testing.TB) http.Handler {
 			t.Fatal(err)
 		}
 	}
-	s, err := httpapi.NewServer(httpapi.Config{
+	index := keys.NewIndex(store, time.Minute)
+	cfg := httpapi.Config{
 		Quota:       quota.NewMemory(nil),
 		Geofence:    geofence.NewMemory(d),
 		Tiles:       tiles.NewMemory(d),
 		TileCache:   tilecache.NewMemory(64<<20, time.Hour),
-		Keys:        keys.NewIndex(store, time.Minute),
+		Keys:        index,
 		KeyAdmin:    store,
 		Plans:       ps,
 		DataVersion: "test",
 		DemoKey:     "demo-free",
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s, err := httpapi.NewServer(cfg)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return s
