@@ -37,7 +37,7 @@ func TestKeysRestrict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := regexp.MustCompile(`created key (\d+)`).FindStringSubmatch(out)
+	id := regexp.MustCompile(`created (?:secret |publishable )?key (\d+)`).FindStringSubmatch(out)
 	if id == nil {
 		t.Fatalf("no key id in %q", out)
 	}
