@@ -52,6 +52,7 @@ type Index struct {
 	refreshing sync.Mutex // one Refresh at a time
 	mu         sync.RWMutex
 	byHash     map[string]Key       // string(Hash(secret)) -> key
+	byID       map[int64]Key        // key id -> its latest version
 	unknown    map[string]time.Time // hashes the store did not have, until when that is believed
 	newest     time.Time            // the latest UpdatedAt read
 	refreshed  time.Time            // when the last successful Refresh began
@@ -72,7 +73,7 @@ func (x *Index) OnChange(f func(Key)) {
 // Run refreshes every every. An unknown key looked up is remembered as
 // unknown for every as well.
 func NewIndex(store source, every time.Duration) *Index {
-	return &Index{store: store, every: every, byHash: make(map[string]Key), unknown: make(map[string]time.Time)}
+	return &Index{store: store, every: every, byHash: make(map[string]Key), byID: make(map[int64]Key), unknown: make(map[string]time.Time)}
 }
 
 // Find answers from memory: the key whose secret was presented, the key
@@ -93,6 +94,24 @@ func (x *Index) Find(secret string) (Key, error) {
 		return Key{}, ErrUnknown
 	}
 	return Key{}, ErrNotIndexed
+}
+
+// FindByID answers from memory: the key with the given id (as its latest
+// version read), the key with ErrRevoked if it has been revoked, or
+// ErrNotIndexed if the index does not hold it. It serves what is
+// presented on behalf of a key, such as a short-lived token naming its
+// parent key, and never asks the store.
+func (x *Index) FindByID(id int64) (Key, error) {
+	x.mu.RLock()
+	k, found := x.byID[id]
+	x.mu.RUnlock()
+	switch {
+	case !found:
+		return Key{}, ErrNotIndexed
+	case k.Revoked():
+		return k, ErrRevoked
+	}
+	return k, nil
 }
 
 // Lookup asks the store for the key whose secret was presented and adds the
@@ -225,6 +244,9 @@ func (x *Index) put(h string, k Key) {
 		return
 	}
 	x.byHash[h] = k
+	if old, ok := x.byID[k.ID]; !ok || !old.UpdatedAt.After(k.UpdatedAt) {
+		x.byID[k.ID] = k
+	}
 	delete(x.unknown, h)
 }
 
