@@ -50,6 +50,7 @@ func (s *Server) handleWithin(bundled string) http.HandlerFunc {
 		m := metered{
 			route:    "within",
 			set:      set.Name,
+			where:    pointAt(q.Lng, q.Lat),
 			cost:     price.Radius(q.Radius),
 			overPlan: overPlan,
 			fits: func(p *problem, budget int64) {
@@ -86,6 +87,7 @@ func (s *Server) handleContains(bundled string) http.HandlerFunc {
 		m := metered{
 			route: "contains",
 			set:   set.Name,
+			where: pointAt(q.Lng, q.Lat),
 			cost:  price.Flat,
 			work: func(ctx context.Context) (*response, error) {
 				fs, err := set.Source.Contains(ctx, q)
@@ -172,6 +174,7 @@ func (s *Server) handleSets(w http.ResponseWriter, r *http.Request) {
 	s.gate(w, r, func(c caller) (metered, error) {
 		return metered{
 			route: "catalog",
+			scope: "sets",
 			cost:  c.plan.Cost.Flat,
 			work: func(context.Context) (*response, error) {
 				type entry struct {
@@ -296,9 +299,12 @@ func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile
 	}
 	z := int(t.Z)
 	missPrice, hitPrice := c.plan.Cost.Tile(l.Name, z), c.plan.Cost.CachedTile(l.Name, z)
+	envelope := t.Bound()
 	m := metered{
 		route: "tile",
+		scope: "tiles",
 		layer: l.Name,
+		where: &envelope,
 		cost:  missPrice,
 		fits: func(p *problem, budget int64) {
 			if lz, ok := c.plan.Cost.LowestZoom(l.Name, l.MinZoom, l.MaxZoom, budget); ok {
@@ -491,6 +497,9 @@ func (s *Server) cacheLater(ctx context.Context, key string, tile []byte) {
 // plan. It is not charged.
 func (s *Server) handleQuota(w http.ResponseWriter, r *http.Request) {
 	c, err := s.identify(r)
+	if err == nil {
+		err = c.allows(metered{route: "quota"})
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

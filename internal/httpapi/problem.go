@@ -26,6 +26,7 @@ type problem struct {
 	Field      string  `json:"field,omitempty"`
 	MaxRadius  float64 `json:"max_radius_m,omitempty"`
 	LowestZoom *int    `json:"lowest_zoom,omitempty"`
+	ExpiredAt  string  `json:"expired_at,omitempty"` // RFC 3339
 }
 
 // problemTypeBase prefixes the type of every problem tileapi answers: the
@@ -124,6 +125,9 @@ func problemFor(err error) *problem {
 		busy        *concurrencyError
 		notInPlan   *notInPlanError
 	)
+	if p := tokenProblem(err); p != nil {
+		return p
+	}
 	switch {
 	case errors.As(err, &fe):
 		p := newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", fe.Error())

@@ -206,6 +206,15 @@ func New(secret []byte, opts ...Option) (*Signer, error) {
 	return s, nil
 }
 
+// CheckTTL reports, as a *FieldError, a lifetime Mint refuses: neither 0
+// (for DefaultTTL) nor from MinTTL to MaxTTL.
+func CheckTTL(ttl time.Duration) error {
+	if ttl != 0 && (ttl < MinTTL || ttl > MaxTTL) {
+		return &FieldError{Field: "ttl", Reason: fmt.Sprintf("%s: want %s to %s", ttl, MinTTL, MaxTTL)}
+	}
+	return nil
+}
+
 // Mint returns a token of the key keyID valid for ttl (DefaultTTL when 0,
 // otherwise MinTTL to MaxTTL) narrowed to n, and its claims. A bad ttl or
 // narrowing is a *FieldError.
@@ -213,8 +222,8 @@ func (s *Signer) Mint(keyID int64, ttl time.Duration, n Narrowing) (string, Clai
 	if ttl == 0 {
 		ttl = DefaultTTL
 	}
-	if ttl < MinTTL || ttl > MaxTTL {
-		return "", Claims{}, &FieldError{Field: "ttl", Reason: fmt.Sprintf("%s: want %s to %s", ttl, MinTTL, MaxTTL)}
+	if err := CheckTTL(ttl); err != nil {
+		return "", Claims{}, err
 	}
 	if keyID <= 0 {
 		return "", Claims{}, fmt.Errorf("tokens: key id %d: want a positive id", keyID)
