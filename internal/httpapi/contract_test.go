@@ -346,6 +346,7 @@ var contractScenarios = []struct {
 	{"keys", contractKeys},
 	{"admin", contractAdmin},
 	{"failures", contractFailures},
+	{"tokens", contractTokens},
 }
 
 // The 200s (and a 304) of every route, and HEAD on every GET.
