@@ -498,7 +498,7 @@ func (s *Server) cacheLater(ctx context.Context, key string, tile []byte) {
 func (s *Server) handleQuota(w http.ResponseWriter, r *http.Request) {
 	c, err := s.identify(r)
 	if err == nil {
-		err = c.allows(metered{route: "quota"})
+		err = c.tokenAllows(metered{route: "quota"})
 	}
 	if err != nil {
 		s.fail(w, r, err)

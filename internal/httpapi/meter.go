@@ -227,7 +227,7 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, build func(caller)
 	}
 	m, err := build(c)
 	if err == nil {
-		err = c.allows(m)
+		err = c.tokenAllows(m)
 	}
 	if err != nil {
 		s.fail(w, r, err)

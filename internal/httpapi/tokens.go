@@ -50,11 +50,11 @@ type expiredKeyError struct{ at time.Time }
 
 func (e *expiredKeyError) Error() string { return "the API key has expired" }
 
-// notAllowedError is a request outside what its token allows: field is
+// outsideTokenError is a request outside what its token allows: field is
 // the dimension (routes, layers, sets, bbox), name what was asked.
-type notAllowedError struct{ field, name string }
+type outsideTokenError struct{ field, name string }
 
-func (e *notAllowedError) Error() string {
+func (e *outsideTokenError) Error() string {
 	return fmt.Sprintf("the token does not allow %s %q", strings.TrimSuffix(e.field, "s"), e.name)
 }
 
@@ -64,7 +64,7 @@ func tokenProblem(err error) *problem {
 		te         *tokenError
 		expired    *tokens.ExpiredError
 		expiredKey *expiredKeyError
-		outside    *notAllowedError
+		outside    *outsideTokenError
 	)
 	switch {
 	case errors.Is(err, errTokensDisabled):
@@ -158,9 +158,9 @@ func (s *Server) parentKey(ctx context.Context, id int64) (keys.Key, error) {
 	return k, err
 }
 
-// allows refuses m if c's token does not allow it (a *notAllowedError);
+// tokenAllows refuses m if c's token does not allow it (a *outsideTokenError);
 // a caller without a token is allowed anything here.
-func (c caller) allows(m metered) error {
+func (c caller) tokenAllows(m metered) error {
 	t := c.token
 	if t == nil {
 		return nil
@@ -171,17 +171,17 @@ func (c caller) allows(m metered) error {
 	}
 	switch {
 	case len(t.Routes) > 0 && !slices.Contains(t.Routes, route):
-		return &notAllowedError{field: "routes", name: route}
+		return &outsideTokenError{field: "routes", name: route}
 	case m.layer != "" && len(t.Layers) > 0 && !slices.Contains(t.Layers, m.layer):
-		return &notAllowedError{field: "layers", name: m.layer}
+		return &outsideTokenError{field: "layers", name: m.layer}
 	case m.set != "" && len(t.Sets) > 0 && !slices.Contains(t.Sets, m.set):
-		return &notAllowedError{field: "sets", name: m.set}
+		return &outsideTokenError{field: "sets", name: m.set}
 	case m.where != nil && t.BBox != nil && !t.BBox.Bound().Intersects(*m.where):
 		what := "tile"
 		if m.where.Min == m.where.Max {
 			what = "point"
 		}
-		return &notAllowedError{field: "bbox", name: what}
+		return &outsideTokenError{field: "bbox", name: what}
 	}
 	return nil
 }
