@@ -22,6 +22,7 @@ var secrets = map[string]string{
 	"REDIS_URL":                    "redis://default:pw" + marker + "@127.0.0.1:1/0",
 	"TILEAPI_TILE_CACHE_REDIS_URL": "redis://:pw" + marker + "@127.0.0.1:1/1",
 	"TILEAPI_ADMIN_TOKEN":          "token-" + marker + "-0123456789abcdef",
+	"TILEAPI_TOKEN_SECRET":         "secret-" + marker + "-0123456789abcdef0123",
 	"TILEAPI_DEMO_KEYS":            "demo-" + marker + ":free",
 	"TILEAPI_PUBLIC_URL":           "https://user:pw" + marker + "@tiles.example.com",
 }
@@ -64,6 +65,7 @@ func TestNoSecretInErrors(t *testing.T) {
 		{"serve, bad DATABASE_URL", []string{"serve"}, map[string]string{"DATABASE_URL": "postgres://u:pw" + marker + "%zz@127.0.0.1:1/db"}},
 		{"serve, unreachable DATABASE_URL", []string{"serve"}, map[string]string{"DATABASE_URL": secrets["DATABASE_URL"]}},
 		{"serve, short admin token", []string{"serve"}, map[string]string{"TILEAPI_ADMIN_TOKEN": marker}},
+		{"serve, short token secret", []string{"serve"}, map[string]string{"TILEAPI_TOKEN_SECRET": marker}},
 		{"serve, demo key without a plan", []string{"serve"}, map[string]string{"TILEAPI_DEMO_KEYS": "demo-" + marker}},
 		{"serve, demo key of no plan", []string{"serve"}, map[string]string{"TILEAPI_DEMO_KEYS": "demo-" + marker + ":nope"}},
 		{"migrate, bad DATABASE_URL", []string{"migrate"}, map[string]string{"DATABASE_URL": "postgres://u:pw" + marker + "%zz@127.0.0.1:1/db"}},

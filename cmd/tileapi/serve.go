@@ -29,6 +29,7 @@ import (
 	"github.com/tileapi/tileapi/internal/seed"
 	"github.com/tileapi/tileapi/internal/sources"
 	"github.com/tileapi/tileapi/internal/tilecache"
+	"github.com/tileapi/tileapi/internal/tokens"
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/inflight"
 	"github.com/tileapi/tileapi/quota/quotahttp"
@@ -43,6 +44,7 @@ type serveConfig struct {
 	addr, adminAddr, pprofAddr string
 	maxConns                   int // open connections of the public listener
 	adminToken                 string
+	tokenSecret                string
 	adminOnPublic              bool
 
 	// Who a request comes from, and where it is answered.
@@ -148,6 +150,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	secretURLVar(fs, &c.tileCacheRedisURL, "tile-cache-redis-url", getenv("TILEAPI_TILE_CACHE_REDIS_URL"), "Redis `URL` of the tile cache alone, which may evict (allkeys-lru suits it); empty: tiles are cached in REDIS_URL, or in process without it ($TILEAPI_TILE_CACHE_REDIS_URL)")
 	secretURLVar(fs, &c.databaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL `URL` with PostGIS; empty: the bundled data in memory ($DATABASE_URL)")
 	secretVar(fs, &c.adminToken, "admin-token", getenv("TILEAPI_ADMIN_TOKEN"), "bearer `token` of the /admin API; empty disables it ($TILEAPI_ADMIN_TOKEN)")
+	secretVar(fs, &c.tokenSecret, "token-secret", getenv("TILEAPI_TOKEN_SECRET"), "`secret` that signs short-lived tokens (POST /v1/tokens), at least 32 bytes (openssl rand -hex 32 makes one), the same on every server; empty disables tokens ($TILEAPI_TOKEN_SECRET)")
 	fs.StringVar(&c.adminAddr, "admin-addr", env("TILEAPI_ADMIN_ADDR", "127.0.0.1:8081"), "listen address of the admin API and of /readyz with each dependency's error; keep it private; none: no admin listener ($TILEAPI_ADMIN_ADDR)")
 	boolean(&c.adminOnPublic, "admin-on-public", "TILEAPI_ADMIN_ON_PUBLIC", false, "also serve the admin API on the public listener")
 	fs.StringVar(&c.plansFile, "plans-file", getenv("TILEAPI_PLANS_FILE"), "JSON file of plans replacing or adding to the defaults ($TILEAPI_PLANS_FILE)")
@@ -224,6 +227,9 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if n := utf8.RuneCountInString(c.adminToken); n > 0 && n < minAdminToken {
 		return c, fmt.Errorf("TILEAPI_ADMIN_TOKEN: %d characters, want at least %d (openssl rand -hex 32 makes one), or empty to disable the admin API", n, minAdminToken)
 	}
+	if n := len(c.tokenSecret); n > 0 && n < tokens.MinSecret {
+		return c, fmt.Errorf("TILEAPI_TOKEN_SECRET: %d bytes, want at least %d (openssl rand -hex 32 makes one), or empty to disable tokens", n, tokens.MinSecret)
+	}
 	if c.unknownKeys == 0 {
 		return c, errors.New("-unknown-keys 0: want at least 1, or -1 for no limit")
 	}
@@ -259,7 +265,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	cfg := httpapi.Config{
 		Plans: ps, NoAnonymous: !c.anonymous, FailClosed: c.quotaFailure == "closed", Shadow: c.shadow,
 		QuotaTimeout: c.quotaTimeout, QuotaMaxWait: c.quotaMaxWait, KeyTimeout: c.queryTimeout, AdminToken: c.adminToken, AdminOnPublic: c.adminOnPublic,
-		PublicURL: c.publicURL, Logger: log, UnknownKeys: c.unknownKeys,
+		TokenSecret: c.tokenSecret, PublicURL: c.publicURL, Logger: log, UnknownKeys: c.unknownKeys,
 		TrustedProxies: c.proxies, AllowedOrigins: c.origins, AnonymousIPv6Prefix: c.anonymousIPv6Prefix,
 	}
 	o := &opened{reserve: fdReserve}

@@ -347,6 +347,7 @@ var contractScenarios = []struct {
 	{"restrictions", contractRestrictions},
 	{"admin", contractAdmin},
 	{"failures", contractFailures},
+	{"tokens", contractTokens},
 }
 
 // The 200s (and a 304) of every route, and HEAD on every GET.

@@ -51,6 +51,7 @@ func (s *Server) handleWithin(bundled string) http.HandlerFunc {
 		m := metered{
 			route:    "within",
 			set:      set.Name,
+			where:    pointAt(q.Lng, q.Lat),
 			cost:     price.Radius(q.Radius),
 			overPlan: overPlan,
 			fits: func(p *problem, budget int64) {
@@ -87,6 +88,7 @@ func (s *Server) handleContains(bundled string) http.HandlerFunc {
 		m := metered{
 			route: "contains",
 			set:   set.Name,
+			where: pointAt(q.Lng, q.Lat),
 			cost:  price.Flat,
 			work: func(ctx context.Context) (*response, error) {
 				fs, err := set.Source.Contains(ctx, q)
@@ -297,9 +299,11 @@ func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile
 	}
 	z := int(t.Z)
 	missPrice, hitPrice := c.plan.Cost.Tile(l.Name, z), c.plan.Cost.CachedTile(l.Name, z)
+	envelope := t.Bound()
 	m := metered{
 		route: "tile",
 		layer: l.Name,
+		where: &envelope,
 		cost:  missPrice,
 		fits: func(p *problem, budget int64) {
 			if lz, ok := c.plan.Cost.LowestZoom(l.Name, l.MinZoom, l.MaxZoom, budget); ok {
@@ -494,6 +498,9 @@ func (s *Server) handleQuota(w http.ResponseWriter, r *http.Request) {
 	c, err := s.identify(r)
 	if err == nil {
 		err = s.checkAccess(r, c, access.RouteQuota, "", "")
+		if err == nil {
+			err = c.tokenAllows(metered{route: "quota"})
+		}
 	}
 	if err != nil {
 		s.fail(w, r, err)

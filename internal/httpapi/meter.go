@@ -9,8 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paulmach/orb"
+
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/plans"
+	"github.com/tileapi/tileapi/internal/tokens"
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/inflight"
 	"github.com/tileapi/tileapi/quota/quotahttp"
@@ -22,6 +25,9 @@ type caller struct {
 	plan      plans.Plan
 	keyPrefix string   // safe to log; empty for anonymous callers
 	key       keys.Key // the key presented; the zero Key for anonymous callers
+	// token is what the token presented narrows key to; nil for a key
+	// presented itself (see tokens.go).
+	token *tokens.Claims
 }
 
 // identify resolves the request's API key (X-API-Key, or Authorization:
@@ -39,6 +45,9 @@ func (s *Server) identify(r *http.Request) (caller, error) {
 		}
 		p, _ := s.cfg.Plans.Lookup(plans.Anonymous)
 		return caller{identity: anonymousIdentity(network), plan: p}, nil
+	}
+	if strings.HasPrefix(secret, tokens.Prefix) {
+		return s.identifyToken(r, secret)
 	}
 	prefix := keys.PrefixOf(secret)
 	setLogKey(r.Context(), prefix)
@@ -212,7 +221,10 @@ type metered struct {
 	// layer and set name the tile layer or geofence set the request asks
 	// of, "" for none.
 	layer, set string
-	cost       int64
+	// where is the place the request asks of (a tile's envelope, a query
+	// point), nil for none: a token's bbox must meet it.
+	where *orb.Bound
+	cost  int64
 	// overPlan, when set, is why the plan can never admit the request
 	// (answered 422 before any charge, or served in shadow mode).
 	overPlan error
@@ -239,9 +251,13 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, build func(caller)
 	}
 	m, err := build(c)
 	if err == nil {
-		// The key's restrictions, once the request is priced and named,
-		// and before any charge: a refusal is never charged.
+		// The key's restrictions, then a token's narrowing, once the
+		// request is priced and named, and before any charge: a refusal
+		// is never charged.
 		err = s.checkAccess(r, c, accessRoute(m), m.layer, m.set)
+		if err == nil {
+			err = c.tokenAllows(m)
+		}
 	}
 	if err != nil {
 		s.fail(w, r, err)

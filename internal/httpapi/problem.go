@@ -27,7 +27,7 @@ type problem struct {
 	Field      string  `json:"field,omitempty"`
 	MaxRadius  float64 `json:"max_radius_m,omitempty"`
 	LowestZoom *int    `json:"lowest_zoom,omitempty"`
-	// ExpiredAt is when an expired key expired (RFC 3339).
+	// ExpiredAt is when an expired key or token expired (RFC 3339).
 	ExpiredAt string `json:"expired_at,omitempty"`
 }
 
@@ -151,6 +151,9 @@ func problemFor(err error) *problem {
 		refused     *access.Refusal
 		badAccess   *invalidRestrictionsError
 	)
+	if p := tokenProblem(err); p != nil {
+		return p
+	}
 	switch {
 	case errors.As(err, &fe):
 		p := newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", fe.Error())

@@ -14,8 +14,8 @@ import (
 	"github.com/tileapi/tileapi/quota/quotahttp"
 )
 
-// maxBodyBytes caps request bodies: only the admin API takes one, and a
-// small one.
+// maxBodyBytes caps request bodies: only the admin API and POST
+// /v1/tokens take one, and a small one.
 const maxBodyBytes = 64 << 10
 
 // newRouter is a router with the middleware and the not-found and
@@ -85,6 +85,7 @@ func (s *Server) routes() http.Handler {
 		r.Get("/tiles/{layer}/{z}/{x}/{y}.mvt", s.handleTile)
 		r.Get("/tiles/{layer}/{z}/{x}/{y}.pbf", s.handleTile)
 		r.Get("/quota", s.handleQuota) // usage; not charged
+		r.Post("/tokens", s.handleMintToken)
 	})
 
 	// The admin API only where asked: by default /admin/ is not found here.

@@ -24,6 +24,7 @@ import (
 	"github.com/tileapi/tileapi/internal/dataset"
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/plans"
+	"github.com/tileapi/tileapi/internal/tokens"
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/inflight"
 	"github.com/tileapi/tileapi/quota/quotahttp"
@@ -65,6 +66,9 @@ type TileCache interface {
 type Keys interface {
 	// Find answers from memory; keys.ErrNotIndexed when it cannot tell.
 	Find(secret string) (keys.Key, error)
+	// FindByID answers a key by its id from memory, as Find does (a
+	// token's parent key).
+	FindByID(id int64) (keys.Key, error)
 	// Lookup asks the key store about a key Find did not know.
 	Lookup(ctx context.Context, secret string) (keys.Key, error)
 	// Refresh reads the store's changes, and RefreshIfOlder does unless a
@@ -173,6 +177,10 @@ type Config struct {
 	// default only AdminHandler serves it, and the public handler answers
 	// /admin/ with 404.
 	AdminOnPublic bool
+	// TokenSecret signs and verifies short-lived tokens (POST /v1/tokens),
+	// at least tokens.MinSecret bytes, shared by every server of a
+	// deployment; empty disables tokens.
+	TokenSecret string
 
 	Logger *slog.Logger
 	// Registry receives the metrics and is served at /metrics (default: a
@@ -200,6 +208,7 @@ type Server struct {
 	metrics     *metrics
 	unknownKeys *unknownKeyGuard // nil when disabled
 	adminGuard  *adminGuard      // nil when the admin API is disabled
+	tokens      *tokens.Signer   // nil when tokens are disabled
 	openAPI     []byte           // openapi.json naming this server's layers and sets
 	handler     http.Handler
 	admin       http.Handler
@@ -289,6 +298,9 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if s.adminGuard, err = newAdminGuard(cfg.AdminToken); err != nil {
+		return nil, err
+	}
+	if s.tokens, err = newSigner(cfg.TokenSecret); err != nil {
 		return nil, err
 	}
 	s.handler, s.admin = s.routes(), s.adminRoutes()

@@ -114,6 +114,21 @@ func (x *Index) Find(secret string) (Key, error) {
 	return Key{}, ErrNotIndexed
 }
 
+// FindByID answers from memory: the key with the given id (as its latest
+// version read), the key with ErrRevoked if it has been revoked or
+// ErrExpired if it is past its ExpiresAt, or ErrNotIndexed if the index
+// does not hold it. It serves what is presented on behalf of a key, such
+// as a short-lived token naming its parent key, and never asks the store.
+func (x *Index) FindByID(id int64) (Key, error) {
+	x.mu.RLock()
+	hd, found := x.byID[id]
+	x.mu.RUnlock()
+	if !found {
+		return Key{}, ErrNotIndexed
+	}
+	return verdict(hd.key, false, time.Now())
+}
+
 // verdict is what presenting k's secret (its previous one, if previous)
 // at now comes to: k, with the error that refuses it if one does.
 func verdict(k Key, previous bool, now time.Time) (Key, error) {

@@ -54,6 +54,32 @@ func TestIndex(t *testing.T) {
 					t.Errorf("%d lookups, want none", n)
 				}
 			}},
+			{"FindByID answers from memory, with the latest version", func(t *testing.T, s *counting, x *keys.Index) {
+				k, _ := mustCreate(t)(s.Create(ctx, "a", "free"))
+				if _, err := x.FindByID(k.ID); !errors.Is(err, keys.ErrNotIndexed) {
+					t.Fatalf("find by id before any refresh: %v, want ErrNotIndexed", err)
+				}
+				mustRefresh(t, x)
+				if got := mustKey(t)(x.FindByID(k.ID)); !same(got, k) {
+					t.Errorf("find by id = %+v, want %+v", got, k)
+				}
+				moved := mustKey(t)(s.SetPlan(ctx, k.ID, "pro"))
+				mustRefresh(t, x)
+				if got := mustKey(t)(x.FindByID(k.ID)); got.Plan != "pro" || !same(got, moved) {
+					t.Errorf("find by id after a change = %+v, want %+v", got, moved)
+				}
+				revoked := mustKey(t)(s.Revoke(ctx, k.ID))
+				mustRefresh(t, x)
+				if got, err := x.FindByID(k.ID); !errors.Is(err, keys.ErrRevoked) || !same(got, revoked) {
+					t.Errorf("find by id revoked = %+v, %v; want %+v, ErrRevoked", got, err, revoked)
+				}
+				if _, err := x.FindByID(k.ID + 1000); !errors.Is(err, keys.ErrNotIndexed) {
+					t.Errorf("find by an id no key has: %v, want ErrNotIndexed", err)
+				}
+				if n := s.lookups.Load(); n != 0 {
+					t.Errorf("%d lookups, want none", n)
+				}
+			}},
 			{"each version taken in is told, before Find returns it", func(t *testing.T, s *counting, x *keys.Index) {
 				k, secret := mustCreate(t)(s.Create(ctx, "a", "free"))
 				other, otherSecret := mustCreate(t)(s.Create(ctx, "b", "free"))
