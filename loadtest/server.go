@@ -107,10 +107,13 @@ func CreateKey(ctx context.Context, bin string, env []string, plan, name string)
 	if err != nil {
 		return Key{}, fmt.Errorf("loadtest: keys create: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	// "created key ID (prefix) on plan PLAN", then the secret, last.
+	// "created KIND key ID (prefix) on plan PLAN", then the secret, last.
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var k Key
-	if _, err := fmt.Sscanf(lines[0], "created key %d", &k.ID); err != nil || len(lines) < 2 {
+	var (
+		k    Key
+		kind string
+	)
+	if _, err := fmt.Sscanf(lines[0], "created %s key %d", &kind, &k.ID); err != nil || len(lines) < 2 {
 		return Key{}, fmt.Errorf("loadtest: keys create printed %q", out)
 	}
 	k.Secret = strings.TrimSpace(lines[len(lines)-1])
