@@ -56,19 +56,9 @@ $$;`
 // table layer exports to an archive the reference reader reads.
 func TestServeOwnTables(t *testing.T) {
 	ctx := context.Background()
-	dbURL := spatialtest.Schema(t)
+	dbURL, pool := ownTablesDatabase(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	getenv := func(k string) string { return env[k] }
-	migrate(t, getenv)
-	loadParis(t, getenv)
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if _, err := pool.Exec(ctx, ownTablesSQL); err != nil {
-		t.Fatal(err)
-	}
 	layersFile := filepath.Join(t.TempDir(), "layers.yaml")
 	if err := os.WriteFile(layersFile, []byte(`layers:
   - name: shops
@@ -224,19 +214,7 @@ geofences:
 // plan and what is wrong.
 func TestServeOwnTablesBadConfig(t *testing.T) {
 	ctx := context.Background()
-	dbURL := spatialtest.Schema(t)
-	env := map[string]string{"DATABASE_URL": dbURL}
-	getenv := func(k string) string { return env[k] }
-	migrate(t, getenv)
-	loadParis(t, getenv)
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if _, err := pool.Exec(ctx, ownTablesSQL); err != nil {
-		t.Fatal(err)
-	}
+	dbURL, _ := ownTablesDatabase(t)
 	dir := t.TempDir()
 	plans := filepath.Join(dir, "plans.json")
 	if err := os.WriteFile(plans, []byte(`{"plans": [{"name": "gold", "max_radius_m": 1000,
@@ -276,11 +254,32 @@ func TestServeOwnTablesBadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	err = run(ctx, []string{"tileapi", "serve", "-addr", "127.0.0.1:0", "-admin-addr", "none"},
+	err := run(ctx, []string{"tileapi", "serve", "-addr", "127.0.0.1:0", "-admin-addr", "none"},
 		func(k string) string { return map[string]string{"TILEAPI_LAYERS_FILE": file}[k] }, &out, &out)
 	if err == nil || !strings.Contains(err.Error(), `layer "stores": a table layer needs a database: set DATABASE_URL`) {
 		t.Errorf("a table layer without a database: %v", err)
 	}
+}
+
+// ownTablesDatabase returns a database of the test's own, migrated, loaded
+// with Paris and holding ownTablesSQL's tables, and a pool on it (closed
+// when t ends).
+func ownTablesDatabase(t *testing.T) (string, *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	dbURL := spatialtest.Schema(t)
+	getenv := func(k string) string { return map[string]string{"DATABASE_URL": dbURL}[k] }
+	migrate(t, getenv)
+	loadParis(t, getenv)
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, ownTablesSQL); err != nil {
+		t.Fatal(err)
+	}
+	return dbURL, pool
 }
 
 // schemaOf is the first schema of a database URL's search_path.
