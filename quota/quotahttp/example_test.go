@@ -159,7 +159,10 @@ func Example_cluster() {
 				}
 				return quotahttp.ClientAddress(r)
 			}),
-			quotahttp.WithTimeout(50*time.Millisecond),
+			// The default budget is 50 ms; a server's first charge also
+			// loads the script and the cluster's slots, which on a busy
+			// shared machine (this example runs in CI) can take longer.
+			quotahttp.WithTimeout(time.Second),
 			quotahttp.WithFailClosed(),
 		)
 		return limit(http.HandlerFunc(search))
