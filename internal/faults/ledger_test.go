@@ -101,11 +101,14 @@ func runLedgerRestart(t *testing.T, db string) {
 		case "503 quota-unavailable": // the restart, failing closed
 			late[id] += int64(b2i(res.late(true)))
 		default:
+			if res.slowQuery() { // a query out of time, its charge given back: right at any time, as in the other cases
+				continue
+			}
 			other[o]++
 		}
 	}
 	for _, o := range slices.Sorted(maps.Keys(other)) {
-		t.Errorf("%d responses %s (allowed: %s, %s, 503 quota-unavailable)", other[o], o, charged, exhausted)
+		t.Errorf("%d responses %s (allowed: %s, %s, 503 quota-unavailable, a 504 query-timeout given back after the query timeout)", other[o], o, charged, exhausted)
 	}
 	for _, k := range r.keys {
 		// The quota holds every charge made after the restart, and of
