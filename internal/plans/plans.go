@@ -133,6 +133,21 @@ func (s Set) All() []Plan {
 	return ps
 }
 
+// NoInFlightLimit returns the names of the key plans (every plan but the
+// anonymous one) without a max_in_flight, sorted. A server killed leaves a
+// key charged for each request of it that the server had admitted and not
+// answered: a plan's max_in_flight bounds those across every server; without
+// one, only the server's connection cap does.
+func (s Set) NoInFlightLimit() []string {
+	var names []string
+	for _, n := range s.names {
+		if n != Anonymous && s.byName[n].MaxInFlight == 0 {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
 // CheckLayers reports a plan that prices tiles of a layer not in layers,
 // or a geofence set not in sets, the layers and sets that exist: a
 // misspelt name would leave the layer it meant unsold ("*" prices every

@@ -60,6 +60,12 @@ func TestLoad(t *testing.T) {
 	if tiny.Cost.RadiusUnit != 100 {
 		t.Errorf("tiny cost = %+v", tiny.Cost)
 	}
+	if got := s.NoInFlightLimit(); !slices.Equal(got, []string{"free", "tiny"}) {
+		t.Errorf("NoInFlightLimit() = %v, want [free tiny]: the plans of the file without max_in_flight", got)
+	}
+	if got := Defaults().NoInFlightLimit(); got != nil {
+		t.Errorf("Defaults().NoInFlightLimit() = %v, want none", got)
+	}
 
 	for name, body := range map[string]string{
 		"bad json":   `{"plans": [`,
