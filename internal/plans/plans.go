@@ -244,6 +244,17 @@ func (p Plan) validate() error {
 	if err := p.Quota.Validate(); err != nil {
 		return fmt.Errorf("plan %q: %w", p.Name, err)
 	}
+	// The anonymous plan's identities are client networks, which a client
+	// can change at will: a day or month counter would outlive each one's
+	// last request by up to a period, for every network that ever called,
+	// where its windows are gone once they have passed.
+	if p.Name == Anonymous {
+		for _, l := range p.Quota.Limits {
+			if l.Period != quota.Sliding {
+				return fmt.Errorf("plan %q: limit %q counts by the %s: the anonymous plan takes sliding windows only", p.Name, l.Name, l.Period)
+			}
+		}
+	}
 	if !(p.MaxRadius > 0) {
 		return fmt.Errorf("plan %q: max_radius_m must be positive", p.Name)
 	}
