@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tileapi/tileapi/internal/spatialtest"
 )
 
 // marker is in every secret the tests set: it must never be printed.
@@ -35,10 +37,7 @@ func TestNoSecretPrinted(t *testing.T) {
 	for name := range commands() {
 		argss = append(argss, []string{name, "-h"}, []string{name, "-no-such-flag"}, []string{"help", name})
 	}
-	for _, action := range []string{"create", "list", "revoke", "set-plan", "override"} {
-		if !strings.Contains(keysUsage, action) {
-			t.Fatalf("keys %s is not in keysUsage: the list here is out of date", action)
-		}
+	for action := range keysActions {
 		argss = append(argss, []string{"keys", action, "-h"}, []string{"keys", action, "-no-such-flag"})
 	}
 	argss = append(argss, []string{"-h"}, []string{"help"}, []string{"-no-such-flag"}, []string{"keys", "-no-such-action"})
@@ -79,6 +78,29 @@ func TestNoSecretInErrors(t *testing.T) {
 				t.Error("no error")
 			}
 		})
+	}
+	// keys usage and reset reach serve's Redis once they have found the key
+	// in the database: a database holding key 1, then a Redis URL with a
+	// password that does not parse, or names a Redis that does not answer.
+	dbURL := spatialtest.Schema(t)
+	if err := run(context.Background(), []string{"tileapi", "keys", "create", "-plan", "free"}, func(k string) string {
+		return map[string]string{"DATABASE_URL": dbURL}[k]
+	}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, action := range []string{"usage", "reset"} {
+		for what, redisURL := range map[string]string{
+			"bad":         "redis://:pw" + marker + "%zz@127.0.0.1:1/0",
+			"unreachable": secrets["REDIS_URL"],
+		} {
+			t.Run("keys "+action+", "+what+" REDIS_URL", func(t *testing.T) {
+				env := map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": redisURL}
+				err := noSecret(t, []string{"keys", action, "1"}, func(k string) string { return env[k] })
+				if err == nil || !strings.Contains(err.Error(), "REDIS_URL: parse") && !strings.Contains(err.Error(), "dial tcp 127.0.0.1:1") {
+					t.Errorf("error %v, want one about Redis", err)
+				}
+			})
+		}
 	}
 }
 

@@ -367,11 +367,13 @@ func quotaFlags(fs *flag.FlagSet, getenv func(string) string) quotaSettings {
 	if prefix == "" {
 		prefix = "tileapi:"
 	}
-	return quotaSettings{
-		redisURL:  fs.String("redis-url", getenv("REDIS_URL"), "the Redis that holds the quotas, as serve's REDIS_URL ($REDIS_URL)"),
+	q := quotaSettings{
+		redisURL:  new(string),
 		prefix:    fs.String("redis-prefix", prefix, "serve's Redis prefix ($TILEAPI_REDIS_PREFIX)"),
 		plansFile: plansFlag(fs, getenv),
 	}
+	secretURLVar(fs, q.redisURL, "redis-url", getenv("REDIS_URL"), "the Redis `URL` that holds the quotas, as serve's REDIS_URL ($REDIS_URL)")
+	return q
 }
 
 // open returns the quota store serve uses, and a function that closes it.

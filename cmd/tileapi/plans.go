@@ -49,6 +49,9 @@ func runPlans(_ context.Context, args []string, getenv func(string) string, stdo
 		}
 		fmt.Fprintf(w, "%s\t%s\t%g m\t%g m\t%s\n", p.Name, strings.Join(limits, ", "), p.MaxRadius, p.Cost.LargestRadius(p.Quota.MaxCost()), inFlight)
 	}
+	if names := ps.NoInFlightLimit(); len(names) > 0 {
+		fmt.Fprintf(w, "%s: %s\n", noInFlightLimit, strings.Join(names, ", "))
+	}
 	fmt.Fprintln(w)
 
 	radii := []float64{1000, 2000, 5000, 10_000, 20_000, 50_000}
@@ -107,6 +110,10 @@ func runPlans(_ context.Context, args []string, getenv func(string) string, stdo
 	fmt.Fprintf(w, "\nTileJSON, catalogs: %d unit; /v1/quota, /healthz, /readyz, /metrics: not charged\n", ps.All()[0].Cost.Flat)
 	return w.Flush()
 }
+
+// noInFlightLimit is what tileapi plans and serve say of the key plans
+// without max_in_flight (plans.Set.NoInFlightLimit).
+const noInFlightLimit = "key plans without max_in_flight: a killed server's charges for their requests it had in flight are bounded only by its connection cap (max_conns)"
 
 // layerZoom is a layer's name and zoom range, as the layers file says.
 type layerZoom struct {

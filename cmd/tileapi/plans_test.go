@@ -34,12 +34,28 @@ func TestPlansCommand(t *testing.T) {
 	for _, want := range []string{
 		`(?m)^free +300 per 5s \(burst\), 1200 per 1m0s \(minute\), 100000 per month \(month\) +20000 m +34641 m +8$`,
 		`(?m)^tiny +5 per 10s \(w\) +3000 m +4472 m +no limit$`,
+		`(?m)^key plans without max_in_flight: a killed server's charges .* connection cap \(max_conns\): tiny$`,
 		`(?m)^free +1 +1 +7 +25 +100 +625$`,
 		`(?m)^pro places +16/4 +16/4 +16/4 +16/4 +16/4 +4/1 +1/1 +1/1 +1/1$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out.String()) {
 			t.Errorf("output lacks %s:\n%s", want, out.String())
 		}
+	}
+}
+
+// serve says at startup, in one log line, which key plans have no
+// max_in_flight; of the compiled-in plans, which all have one, it says
+// nothing (TestServeEmbedded).
+func TestServeNoInFlightLimit(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "plans.json")
+	if err := os.WriteFile(file, []byte(`{"plans": [{"name": "tiny", "max_radius_m": 3000,
+		"limits": [{"name": "w", "max": 5, "window": "10s"}]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := startServe(t, map[string]string{"TILEAPI_PLANS_FILE": file})
+	if n := strings.Count(in.stderr.String(), `"msg":"`+noInFlightLimit+`","plans":["tiny"]`); n != 1 {
+		t.Errorf("the startup log says %d times that tiny has no in-flight limit, want once:\n%s", n, in.stderr)
 	}
 }
 

@@ -253,6 +253,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	if names := ps.NoInFlightLimit(); len(names) > 0 {
+		log.Warn(noInFlightLimit, "plans", names)
+	}
 	demoSpec := c.demoKeys
 	if demoSpec == "" && c.databaseURL == "" {
 		demoSpec = embeddedDemoKeys

@@ -130,6 +130,9 @@ func TestServeEmbedded(t *testing.T) {
 	if strings.Contains(in.stderr.String(), "demo-free") {
 		t.Error("the log holds a key")
 	}
+	if strings.Contains(in.stderr.String(), noInFlightLimit) {
+		t.Error("the log says a compiled-in plan has no in-flight limit")
+	}
 }
 
 // Two servers sharing one Redis hold one limit exactly under concurrent

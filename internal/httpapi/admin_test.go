@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -40,6 +43,41 @@ func TestAdminTokenComparedWhole(t *testing.T) {
 	for _, token := range []string{"", "a", "admin-secre", "admin-secretadmin-secret", "ADMIN-SECRET"} {
 		if resp := e.adminGet(t, "/admin/keys", "Authorization", "Bearer "+token); resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("token %q: status %d, want 401", token, resp.StatusCode)
+		}
+	}
+}
+
+// The comparison is given two SHA-256 digests, never the tokens: inputs
+// of one length whatever the length of the token presented, so its time
+// cannot tell a guesser the admin token's length. Only the token itself
+// matches.
+func TestAdminTokenComparedAsDigests(t *testing.T) {
+	const token = "0123456789abcdef0123456789abcdef"
+	g, err := newAdminGuard(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sha256.Sum256([]byte(token))
+	for _, tc := range []struct {
+		presented string
+		match     bool
+	}{
+		{token, true},
+		{token[:len(token)-1], false},       // a prefix
+		{token + "0", false},                // one byte appended
+		{"", false},                         // nothing
+		{strings.Repeat(token, 64), false},  // far longer
+		{token[:len(token)-1] + "e", false}, // one byte changed
+	} {
+		presented, stored := g.compared(tc.presented)
+		if got := sha256.Sum256([]byte(tc.presented)); !bytes.Equal(presented, got[:]) || !bytes.Equal(stored, want[:]) {
+			t.Errorf("token of %d bytes: compared %x with %x, want its digest with the admin token's", len(tc.presented), presented, stored)
+		}
+		if len(presented) != sha256.Size || len(stored) != sha256.Size {
+			t.Errorf("token of %d bytes: compared %d bytes with %d, want %d and %d", len(tc.presented), len(presented), len(stored), sha256.Size, sha256.Size)
+		}
+		if g.matches(tc.presented) != tc.match {
+			t.Errorf("token %q: matches %v, want %v", tc.presented, !tc.match, tc.match)
 		}
 	}
 }

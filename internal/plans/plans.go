@@ -133,6 +133,21 @@ func (s Set) All() []Plan {
 	return ps
 }
 
+// NoInFlightLimit returns the names of the key plans (every plan but the
+// anonymous one) without a max_in_flight, sorted. A server killed leaves a
+// key charged for each request of it that the server had admitted and not
+// answered: a plan's max_in_flight bounds those across every server; without
+// one, only the server's connection cap does.
+func (s Set) NoInFlightLimit() []string {
+	var names []string
+	for _, n := range s.names {
+		if n != Anonymous && s.byName[n].MaxInFlight == 0 {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
 // CheckLayers reports a plan that prices tiles of a layer not in layers,
 // or a geofence set not in sets, the layers and sets that exist: a
 // misspelt name would leave the layer it meant unsold ("*" prices every
@@ -228,6 +243,17 @@ func (p Plan) validate() error {
 	}
 	if err := p.Quota.Validate(); err != nil {
 		return fmt.Errorf("plan %q: %w", p.Name, err)
+	}
+	// The anonymous plan's identities are client networks, which a client
+	// can change at will: a day or month counter would outlive each one's
+	// last request by up to a period, for every network that ever called,
+	// where its windows are gone once they have passed.
+	if p.Name == Anonymous {
+		for _, l := range p.Quota.Limits {
+			if l.Period != quota.Sliding {
+				return fmt.Errorf("plan %q: limit %q counts by the %s: the anonymous plan takes sliding windows only", p.Name, l.Name, l.Period)
+			}
+		}
 	}
 	if !(p.MaxRadius > 0) {
 		return fmt.Errorf("plan %q: max_radius_m must be positive", p.Name)

@@ -60,6 +60,12 @@ func TestLoad(t *testing.T) {
 	if tiny.Cost.RadiusUnit != 100 {
 		t.Errorf("tiny cost = %+v", tiny.Cost)
 	}
+	if got := s.NoInFlightLimit(); !slices.Equal(got, []string{"free", "tiny"}) {
+		t.Errorf("NoInFlightLimit() = %v, want [free tiny]: the plans of the file without max_in_flight", got)
+	}
+	if got := Defaults().NoInFlightLimit(); got != nil {
+		t.Errorf("Defaults().NoInFlightLimit() = %v, want none", got)
+	}
 
 	for name, body := range map[string]string{
 		"bad json":   `{"plans": [`,
@@ -109,6 +115,11 @@ func TestParseNamesTheFault(t *testing.T) {
 		{`{"plans": [{"name": "x", "max_radius_m": 1e308, ` + limits + `}]}`, "costs more than"},
 		{`{"plans": [{"name": "x", "max_radius_m": 1, ` + limits + `, "cost": {"radius_unit_m": 1, "hit_divisor": 1, "flat": 1, "tiles": {"places": {"ref_zoom": 30, "max": 2199023255552}}}}]}`, `tiles "places": max 2199023255552`},
 		{`{"plans": [{"name": "x", "max_radius_m": 1, ` + limits + `, "cost": {"radius_unit_m": 1, "hit_divisor": 1, "flat": 2199023255552}}]}`, "flat 2199023255552"},
+		// The anonymous plan keeps nothing an identity past its windows.
+		{`{"plans": [{"name": "anonymous", "max_radius_m": 1, "limits": [{"name": "a", "max": 10, "window": "1s"}, {"name": "month", "max": 100, "period": "month"}]}]}`,
+			`plan "anonymous": limit "month" counts by the month: the anonymous plan takes sliding windows only`},
+		{`{"plans": [{"name": "anonymous", "max_radius_m": 1, "limits": [{"name": "a", "max": 10, "window": "1s"}, {"name": "d", "max": 100, "period": "day"}]}]}`,
+			`plan "anonymous": limit "d" counts by the day`},
 	} {
 		_, err := Parse([]byte(tc.body))
 		if err == nil || !strings.HasPrefix(err.Error(), "plans: ") || !strings.Contains(err.Error(), tc.want) {
