@@ -402,6 +402,13 @@ func contractServed(t *testing.T, c *contract, backend []option) {
 	public := newEnv(t, append(backend, with(func(c *Config) { c.PublicURL = "https://tiles.example.com" }))...)
 	c.check(t, public, get("/v1/tiles", 200))
 	c.check(t, public, get("/v1/tiles/countries.json", 200))
+	// Without it, a Host the server has not checked: URLs of the address
+	// the connection reached.
+	for _, path := range []string{"/v1/tiles", "/v1/tiles/countries.json"} {
+		x := get(path, 200)
+		x.headers = append(x.headers, "Host", "unchecked.example")
+		c.check(t, e, x)
+	}
 	// Shadow mode serves what it would refuse.
 	shadow := newEnv(t, append(backend, with(func(c *Config) { c.Shadow = true }))...)
 	for range 6 {
@@ -429,8 +436,8 @@ func contractRefused(t *testing.T, c *contract, backend []option) {
 		{method: "GET", path: "/v1/tiles/places/3/-1/3.pbf", status: 400, refused: true},
 		{method: "GET", path: "/v1/tiles/places/3/8/3.mvt", status: 400},   // x beyond 2^z: no schema says so
 		{method: "GET", path: "/v1/tiles/counties/1/0/0.mvt", status: 400}, // below the layer's zoom
-		{method: "GET", path: "/v1/tiles/places.json", headers: []string{"Host", "bad_host"}, status: 400},
-		{method: "GET", path: "/v1/tiles", headers: []string{"Host", "bad_host"}, status: 400},
+		{method: "GET", path: "/v1/tiles/places.json", headers: []string{"X-Forwarded-For", "not-an-address"}, status: 400},
+		{method: "GET", path: "/v1/tiles", headers: []string{"X-Forwarded-For", "not-an-address"}, status: 400},
 		{method: "GET", path: contains, headers: []string{"X-Forwarded-For", "not-an-address"}, status: 400},
 		{method: "GET", path: "/v1/nope", status: 404},
 		{method: "GET", path: "/admin/keys", status: 404}, // not on the public listener
