@@ -14,6 +14,8 @@ import (
 	"github.com/paulmach/orb/geojson"
 	"github.com/paulmach/orb/planar"
 	"github.com/tidwall/rtree"
+
+	"github.com/tileapi/tileapi/internal/winding"
 )
 
 // The types of Set.Fields.
@@ -90,7 +92,7 @@ func NewFileSet(name, description string, features []*geojson.Feature, propertie
 			if err := checkGeometry(f.Geometry); err != nil {
 				return Set{}, wrap("feature %d: %w", i+1, err)
 			}
-			ff.geom = RightHand(f.Geometry)
+			ff.geom = winding.RightHand(f.Geometry)
 		}
 		switch ff.geom.(type) {
 		case nil:

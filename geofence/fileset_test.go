@@ -227,9 +227,10 @@ func TestFileSetContains(t *testing.T) {
 	ctx := context.Background()
 	cw := orb.Ring{{0, 0}, {0, 2}, {2, 2}, {2, 0}, {0, 0}}
 	hole := orb.Ring{{0.5, 0.5}, {1.5, 0.5}, {1.5, 1.5}, {0.5, 1.5}, {0.5, 0.5}} // counter-clockwise
+	spike := orb.Ring{{0.2, 1.8}, {0.4, 1.6}, {0.2, 1.8}, {0.2, 1.8}}            // out and back: no area
 	s, err := NewFileSet("zones", "", []*geojson.Feature{
-		feature(20.0, orb.Polygon{cw, hole}, geojson.Properties{"name": "holed"}),
-		feature(10.0, orb.MultiPolygon{{{{1, 1}, {3, 1}, {3, 3}, {1, 3}, {1, 1}}}, {{{5, 5}, {6, 5}, {6, 6}, {5, 5}}}}, nil),
+		feature(20.0, orb.Polygon{cw, hole, spike}, geojson.Properties{"name": "holed"}),
+		feature(10.0, orb.MultiPolygon{{{{1, 1}, {3, 1}, {3, 3}, {1, 3}, {1, 1}}}, {{{5, 5}, {6, 5}, {6, 6}, {5, 5}}}, {{{7, 7}, {8, 8}, {7, 7}, {7, 7}}}}, nil),
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -255,6 +256,8 @@ func TestFileSetContains(t *testing.T) {
 		{orb.Point{1.4999999, 1.5}, "10 20"},    // on the hole's edge, beside its corner
 		{orb.Point{1.4999999, 1.4999999}, "10"}, // just inside the hole
 		{orb.Point{0.5, 0.5}, "20"},             // the hole's corner
+		{orb.Point{0.3, 1.7}, "20"},             // on the hole of no area, which is none
+		{orb.Point{7.5, 7.5}, ""},               // on the polygon of no area, which is none
 	} {
 		for _, geometry := range []bool{false, true} {
 			fs, err := s.Source.Contains(ctx, ContainsQuery{Lng: tc.pt[0], Lat: tc.pt[1], Geometry: geometry})
@@ -271,9 +274,20 @@ func TestFileSetContains(t *testing.T) {
 			}
 		}
 	}
-	fs, err := s.Source.Contains(ctx, ContainsQuery{Lng: 1, Lat: 1, Geometry: true})
+	// Both features, wound as RFC 7946 wants, without their rings of no
+	// area: 20 its exterior and hole, 10 its two polygons of area.
+	fs, err := s.Source.Contains(ctx, ContainsQuery{Lng: 2, Lat: 2, Geometry: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := ids(fs); got != "10 20" {
+		t.Fatalf("at 2,2: %s", got)
+	}
+	if p, ok := fs[1].Geometry.(orb.Polygon); !ok || len(p) != 2 {
+		t.Errorf("feature 20: %v, want its exterior and its hole of area", fs[1].Geometry)
+	}
+	if mp, ok := fs[0].Geometry.(orb.MultiPolygon); !ok || len(mp) != 2 {
+		t.Errorf("feature 10: %v, want its two polygons of area", fs[0].Geometry)
 	}
 	fc := geojson.NewFeatureCollection()
 	fc.Features = fs

@@ -1,8 +1,10 @@
 package geofence
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"regexp"
@@ -146,6 +148,75 @@ func TestWithin(t *testing.T) {
 			checkField(t, err, "radius")
 		})
 	}
+}
+
+// Places at one point are at the same distance from anywhere: within
+// answers them by id, lower first, and a limit that falls between them
+// keeps the lower. The bundled dataset has such pairs (GeoNames gives
+// Montalvo and Montalvinho, Portugal, one point); each is asked about from
+// 200 m north of it, on both backends.
+func TestWithinTiesByID(t *testing.T) {
+	ctx := context.Background()
+	_, d := spatialtest.Loaded(t)
+	at := map[[2]float64][]int64{}
+	for _, p := range d.Places {
+		at[p.Point] = append(at[p.Point], p.ID)
+	}
+	var groups [][]int64 // the ids of each point of several places, sorted
+	for _, ids := range at {
+		if len(ids) > 1 {
+			groups = append(groups, slices.Sorted(slices.Values(ids)))
+		}
+	}
+	slices.SortFunc(groups, func(a, b []int64) int { return cmp.Compare(a[0], b[0]) })
+	if len(groups) < 10 {
+		t.Fatalf("%d points of several places in the dataset, want at least 10", len(groups))
+	}
+	byID := map[int64]dataset.Place{}
+	for _, p := range d.Places {
+		byID[p.ID] = p
+	}
+	for name, b := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, ids := range groups {
+				pt := byID[ids[0]].Point
+				q := WithinQuery{Lng: pt[0], Lat: pt[1] + 0.0018, Radius: 1000, Limit: MaxLimit}
+				ns, err := b.Within(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				first := slices.IndexFunc(ns, func(n Near) bool { return slices.Contains(ids, n.ID) })
+				if first < 0 || first+len(ids) > len(ns) {
+					t.Errorf("places %v at %v: not all in the answer from %v", ids, pt, q)
+					continue
+				}
+				tied := ns[first : first+len(ids)]
+				for i, n := range tied {
+					if n.ID != ids[i] || n.Distance != tied[0].Distance || n.Distance == 0 {
+						t.Errorf("places %v at %v, from 200 m north: answered %v; want them at one distance, by id", ids, pt, nears(tied))
+						break
+					}
+				}
+				// A limit between the tied places keeps the lower id.
+				q.Limit = first + 1
+				if ns, err = b.Within(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+				if last := ns[len(ns)-1]; last.ID != ids[0] {
+					t.Errorf("places %v at %v, limit %d: the last answered is %d, want %d", ids, pt, q.Limit, last.ID, ids[0])
+				}
+			}
+		})
+	}
+}
+
+// nears is "id@distance" of each of ns.
+func nears(ns []Near) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = fmt.Sprintf("%d@%.6f", n.ID, n.Distance)
+	}
+	return out
 }
 
 func TestContains(t *testing.T) {

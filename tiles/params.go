@@ -43,7 +43,8 @@ func (p Params) Key() string {
 // ParseParams reads the parameters l declares from a request's query; a
 // parameter it does not declare is ignored (a map client's cache buster,
 // the API key). A declared one that is invalid, given twice, or required
-// and missing is a *param.Error naming it.
+// and missing is a *param.Error naming it; numbers are read as
+// layers.Param.Parse reads them, in JSON's number grammar.
 func (l Layer) ParseParams(q url.Values) (Params, error) {
 	if len(l.Params) == 0 {
 		return Params{}, nil
@@ -59,13 +60,13 @@ func (l Layer) ParseParams(q url.Values) (Params, error) {
 		case !given && p.Default != nil:
 			v, err := p.ParseDefault()
 			if err != nil { // checked when the layers file was read
-				return Params{}, param.Invalid(p.Name, "default: %v", err)
+				return Params{}, err
 			}
 			vs[p.Name] = v
 		case given:
-			v, err := p.Parse(texts[0])
+			v, err := p.Parse(texts[0]) // a *param.Error naming p
 			if err != nil {
-				return Params{}, param.Invalid(p.Name, "%v", err)
+				return Params{}, err
 			}
 			vs[p.Name] = v
 		}

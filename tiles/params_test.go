@@ -3,6 +3,8 @@ package tiles
 import (
 	"errors"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -34,6 +36,12 @@ func TestParseParams(t *testing.T) {
 		{"kind=rain&kind=snow", "", "kind"},
 		{"kind=rain&dark=1", "", "dark"},
 		{"kind=rain&scale=NaN", "", "scale"},
+		{"kind=rain&scale=0x1p1", "", "scale"},
+		{"kind=rain&scale=%2B1", "", "scale"},
+		{"kind=rain&scale=.5", "", "scale"},
+		{"kind=rain&year=01", "", "year"},
+		{"kind=rain&year=1_0", "", "year"},
+		{"kind=rain&year=1e1&scale=-2.5E-1", `{"kind":"rain","scale":-0.25,"year":10}`, ""},
 	} {
 		q, _ := url.ParseQuery(tc.query)
 		p, err := l.ParseParams(q)
@@ -50,13 +58,22 @@ func TestParseParams(t *testing.T) {
 	}
 }
 
+// jsonNumber is JSON's number grammar (RFC 8259 section 6), written out
+// here rather than taken from the parser it checks.
+var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
 // FuzzParseParams: any query is parameters or a *param.Error naming one
 // the layer declares; never a panic, and parsed parameters are JSON of the
-// declared names only.
+// declared names only. A number parameter (year, scale) is held to JSON's
+// number grammar: a text outside it is refused naming the parameter, and
+// one that was accepted is in it and has the value it reads as.
 func FuzzParseParams(f *testing.F) {
 	f.Add("kind=rain&year=12")
 	f.Add("kind=snow&scale=1e308&dark=false")
 	f.Add("kind=%00&year=-0")
+	f.Add("kind=rain&scale=0x1p1")
+	f.Add("kind=rain&year=1e1&scale=.5")
+	f.Add("kind=rain&scale=%2B1")
 	l := paramsLayer()
 	f.Fuzz(func(t *testing.T, query string) {
 		q, err := url.ParseQuery(query)
@@ -69,11 +86,28 @@ func FuzzParseParams(f *testing.F) {
 			if !errors.As(err, &fe) || !strings.Contains("year kind scale dark", fe.Field) {
 				t.Fatalf("%q: error %v, want a *param.Error of a declared parameter", query, err)
 			}
+			if text := q.Get(fe.Field); (fe.Field == "year" || fe.Field == "scale") && len(q[fe.Field]) == 1 &&
+				jsonNumber.MatchString(text) == strings.Contains(fe.Reason, "as JSON writes one") {
+				t.Fatalf("%q: %s=%q refused with %q: JSON's grammar says otherwise", query, fe.Field, text, fe.Reason)
+			}
 			return
 		}
 		for name := range p.Values() {
 			if !strings.Contains("year kind scale dark", name) {
 				t.Fatalf("%q: parameter %q is not declared", query, name)
+			}
+		}
+		for _, name := range []string{"year", "scale"} {
+			text, given := q[name]
+			if !given {
+				continue
+			}
+			want, err := strconv.ParseFloat(text[0], 64)
+			if !jsonNumber.MatchString(text[0]) || err != nil {
+				t.Fatalf("%q: %s=%q is not a number in JSON's grammar, yet accepted", query, name, text[0])
+			}
+			if got := p.Values()[name]; got != want && got != int64(want) {
+				t.Fatalf("%q: %s=%q read as %v, want %v", query, name, text[0], got, want)
 			}
 		}
 		if len(p.JSON()) == 0 {

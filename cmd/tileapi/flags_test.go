@@ -162,6 +162,7 @@ func TestParseServeLists(t *testing.T) {
 	env := map[string]string{
 		"TILEAPI_TRUSTED_PROXIES": "127.0.0.1/32, ::1/128 ,, 10.0.0.1",
 		"TILEAPI_CORS_ORIGINS":    " https://a.example ,https://b.example,",
+		"TILEAPI_PUBLIC_HOSTS":    " maps.example.org , [2001:db8::1]:8443,,",
 	}
 	c, err := parseServe(nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
@@ -172,6 +173,9 @@ func TestParseServeLists(t *testing.T) {
 	}
 	if want := []string{"https://a.example", "https://b.example"}; !slices.Equal(c.origins, want) {
 		t.Errorf("origins %q, want %q", c.origins, want)
+	}
+	if want := []string{"maps.example.org", "[2001:db8::1]:8443"}; !slices.Equal(c.hosts, want) {
+		t.Errorf("public hosts %q, want %q", c.hosts, want)
 	}
 	c, err = parseServe([]string{"-cors-origins", "none"}, func(string) string { return "" }, io.Discard)
 	if err != nil || c.origins == nil || len(c.origins) != 0 {
@@ -191,6 +195,8 @@ func TestParseServeErrors(t *testing.T) {
 		{env: map[string]string{"TILEAPI_TRUSTED_PROXIES": "10.0.0.1/8"}, want: `-trusted-proxies (TILEAPI_TRUSTED_PROXIES): "10.0.0.1/8" has bits set past its /8: did you mean 10.0.0.0/8?`},
 		{args: []string{"-trusted-proxies", "::1/129"}, want: `-trusted-proxies (TILEAPI_TRUSTED_PROXIES): "::1/129"`},
 		{env: map[string]string{"TILEAPI_CORS_ORIGINS": " , "}, want: "-cors-origins (TILEAPI_CORS_ORIGINS): no origin"},
+		{env: map[string]string{"TILEAPI_PUBLIC_HOSTS": "maps.example.org, https://maps.example.org"}, want: `-public-hosts (TILEAPI_PUBLIC_HOSTS): "https://maps.example.org" is not a host name or address with an optional port`},
+		{args: []string{"-public-hosts", "maps.example.org:0"}, want: `-public-hosts (TILEAPI_PUBLIC_HOSTS): "maps.example.org:0" is not a host name`},
 		{env: map[string]string{"TILEAPI_QUOTA_TIMEOUT": "fast"}, want: `-quota-timeout (TILEAPI_QUOTA_TIMEOUT): "fast" is not a duration`},
 		{env: map[string]string{"TILEAPI_SHADOW": "maybe"}, want: `-shadow (TILEAPI_SHADOW): "maybe" is not 1, true, yes or 0, false, no`},
 		{env: map[string]string{"TILEAPI_TILE_CACHE_TTL": "0s"}, want: "-tile-cache-ttl (TILEAPI_TILE_CACHE_TTL): 0s: want a positive duration"},

@@ -130,6 +130,8 @@ geofences:
 		{"?step=60", 200, 6 * 3}, // a miss of its own, not the cached default tile
 		{"?step=4", 400, 0},
 		{"?step=ten", 400, 0},
+		{"?step=0x1E", 400, 0}, // strconv.ParseFloat's 30, not JSON's
+		{"?step=%2B30", 400, 0},
 		{"?step=30&step=60", 400, 0},
 	} {
 		resp, body := get(t, in.url+"/v1/tiles/grid/0/0/0.mvt"+tc.query, secret)
@@ -138,7 +140,8 @@ geofences:
 			continue
 		}
 		if tc.status != 200 {
-			if !strings.Contains(string(body), `"field":"step"`) || resp.Header.Get("X-RateLimit-Cost") != "" {
+			if !strings.Contains(string(body), `"field":"step"`) || !strings.Contains(string(body), `"detail":"invalid step: `) ||
+				resp.Header.Get("X-RateLimit-Cost") != "" {
 				t.Errorf("grid%s: %s, cost %q", tc.query, body, resp.Header.Get("X-RateLimit-Cost"))
 			}
 			continue

@@ -49,7 +49,8 @@ type serveConfig struct {
 
 	// Who a request comes from, and where it is answered.
 	trustedProxies, publicURL, corsOrigins string
-	anonymous                              bool // requests without a key, charged by client network
+	publicHosts                            string // hosts whose Host TileJSON may name, without publicURL
+	anonymous                              bool   // requests without a key, charged by client network
 	anonymousIPv6Prefix                    int
 	unknownKeys                            int64 // unknown keys one client address may present a minute
 
@@ -81,8 +82,8 @@ type serveConfig struct {
 	logLevel string
 
 	// Parsed from the flags above.
-	proxies, origins []string // trustedProxies, corsOrigins
-	level            slog.Level
+	proxies, origins, hosts []string // trustedProxies, corsOrigins, publicHosts
+	level                   slog.Level
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -158,7 +159,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	secretVar(fs, &c.demoKeys, "demo-keys", getenv("TILEAPI_DEMO_KEYS"), "`key:plan,...` registered at start; default without a database: demo-free:free,demo-pro:pro ($TILEAPI_DEMO_KEYS)")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", getenv("TILEAPI_TRUSTED_PROXIES"), "comma-separated CIDRs whose X-Forwarded-For is believed ($TILEAPI_TRUSTED_PROXIES)")
 	fs.StringVar(&c.corsOrigins, "cors-origins", env("TILEAPI_CORS_ORIGINS", "*"), "comma-separated origins whose pages may call /v1, * for any, keys for those some key's restrictions allow (docs/keys.md), none for no CORS ($TILEAPI_CORS_ORIGINS)")
-	secretURLVar(fs, &c.publicURL, "public-url", getenv("TILEAPI_PUBLIC_URL"), "`scheme://host` clients use, for TileJSON; default from each request ($TILEAPI_PUBLIC_URL)")
+	secretURLVar(fs, &c.publicURL, "public-url", getenv("TILEAPI_PUBLIC_URL"), "`scheme://host` clients use, for the URLs in TileJSON and the catalog; empty: the request's Host when it is loopback or in -public-hosts, else the address the connection reached ($TILEAPI_PUBLIC_URL)")
+	fs.StringVar(&c.publicHosts, "public-hosts", getenv("TILEAPI_PUBLIC_HOSTS"), "comma-separated `hosts` (name or address, optional :port) whose requests' TileJSON names them, without -public-url; loopback hosts need no entry ($TILEAPI_PUBLIC_HOSTS)")
 	fs.StringVar(&c.quotaFailure, "quota-failure", env("TILEAPI_QUOTA_FAILURE", "open"), "when Redis fails: open (serve unmetered) or closed (503) ($TILEAPI_QUOTA_FAILURE)")
 	fs.StringVar(&c.pprofAddr, "pprof-addr", getenv("TILEAPI_PPROF_ADDR"), "address of a separate listener serving Go's profiles (/debug/pprof/); empty: none. Keep it on loopback ($TILEAPI_PPROF_ADDR)")
 	fs.StringVar(&c.logLevel, "log-level", env("TILEAPI_LOG_LEVEL", "info"), "debug, info, warn or error ($TILEAPI_LOG_LEVEL)")
@@ -209,6 +211,12 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	}
 	if c.origins, err = parseOrigins(c.corsOrigins); err != nil {
 		return c, fmt.Errorf("%s: %w", setting("cors-origins", "TILEAPI_CORS_ORIGINS"), err)
+	}
+	c.hosts = splitList(c.publicHosts)
+	for _, h := range c.hosts {
+		if err := httpapi.CheckPublicHost(h); err != nil {
+			return c, fmt.Errorf("%s: %w", setting("public-hosts", "TILEAPI_PUBLIC_HOSTS"), err)
+		}
 	}
 	for _, check := range durations {
 		if err := check(); err != nil {
@@ -268,7 +276,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	cfg := httpapi.Config{
 		Plans: ps, NoAnonymous: !c.anonymous, FailClosed: c.quotaFailure == "closed", Shadow: c.shadow,
 		QuotaTimeout: c.quotaTimeout, QuotaMaxWait: c.quotaMaxWait, KeyTimeout: c.queryTimeout, AdminToken: c.adminToken, AdminOnPublic: c.adminOnPublic,
-		TokenSecret: c.tokenSecret, PublicURL: c.publicURL, Logger: log, UnknownKeys: c.unknownKeys,
+		TokenSecret: c.tokenSecret, PublicURL: c.publicURL, PublicHosts: c.hosts, Logger: log, UnknownKeys: c.unknownKeys,
 		TrustedProxies: c.proxies, AllowedOrigins: c.origins, AnonymousIPv6Prefix: c.anonymousIPv6Prefix,
 	}
 	o := &opened{reserve: fdReserve}
@@ -292,6 +300,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	srv, err := httpapi.NewServer(cfg)
 	if err != nil {
 		return err
+	}
+	if c.publicURL == "" {
+		log.Info("no TILEAPI_PUBLIC_URL: TileJSON's tile URLs name the request's Host when it is loopback or in TILEAPI_PUBLIC_HOSTS, "+
+			"else the address the connection reached; behind a proxy, set TILEAPI_PUBLIC_URL", "public_hosts", c.hosts)
 	}
 	// Loaded once the server is told of each key it takes in.
 	if err := index.Refresh(ctx); err != nil {

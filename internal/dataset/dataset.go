@@ -24,6 +24,8 @@ import (
 
 	"github.com/paulmach/orb"
 	"github.com/paulmach/orb/geojson"
+
+	"github.com/tileapi/tileapi/internal/winding"
 )
 
 // Attribution credits the bundled data; it goes wherever the data is shown.
@@ -299,11 +301,15 @@ func parseFence(f *geojson.Feature, kind Kind) (Fence, error) {
 	if fence.Name == "" {
 		return fence, errors.New("no name")
 	}
+	// Wound as RFC 7946 wants, without the rings of no area that are in
+	// the source (a county's ring of one point repeated, a spike out and
+	// back) and that the antimeridian cut makes (a sliver along the map's
+	// edge beside Antarctica).
 	switch g := f.Geometry.(type) {
 	case orb.Polygon:
-		fence.Geometry = rightHanded(splitAntimeridian(orb.MultiPolygon{g}))
+		fence.Geometry = winding.MultiPolygon(splitAntimeridian(orb.MultiPolygon{g}))
 	case orb.MultiPolygon:
-		fence.Geometry = rightHanded(splitAntimeridian(g))
+		fence.Geometry = winding.MultiPolygon(splitAntimeridian(g))
 	default:
 		return fence, fmt.Errorf("%s: geometry is %T, want a polygon", fence.Name, f.Geometry)
 	}

@@ -40,10 +40,12 @@ func withRoomyPro() option {
 	}
 }
 
-// probe is a point contains is asked about, and why.
+// probe is a point contains is asked about, why, and the fence its answer
+// must hold, by name ("" for any fence).
 type probe struct {
 	why      string
 	lng, lat float64
+	want     string
 }
 
 // interiorPoints returns a point inside every country and inside every
@@ -57,7 +59,7 @@ func interiorPoints(t *testing.T) ([]probe, int) {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	ps := []probe{{"South Africa around Lesotho", 25, -30}, {"the South Pole", 0, -89.99}}
+	ps := []probe{{"South Africa around Lesotho", 25, -30, "South Africa"}, {"the South Pole", 0, -89.99, "Antarctica"}}
 	countries := 0
 	for rows.Next() {
 		var p probe
@@ -92,8 +94,11 @@ ORDER BY kind, id`
 // and its right-hand rule, JSTS for the validity of each polygon), and
 // checks every ring in Go: exteriors counter-clockwise and holes clockwise
 // by signed area, no ring of no area, positions in range. Contains is asked,
-// with geometry, at a point inside every country and every eighth county;
-// within, for 200 places around Paris, which must come nearest first by the
+// with geometry, at a point inside every country and every eighth county,
+// and at the points of issue 21, whose answers must hold South Africa
+// (around Lesotho) and Antarctica (at the South Pole, whose ring is closed
+// through the pole), held to the same checks as every other fence; within,
+// for 200 places around Paris, which must come nearest first by the
 // distance each reports, ties by id.
 func TestGeoJSONValidates(t *testing.T) {
 	probes, countries := interiorPoints(t)
@@ -119,19 +124,22 @@ func TestGeoJSONValidates(t *testing.T) {
 				if err := json.Unmarshal(geoJSONBody(t, e, path), &fc); err != nil {
 					t.Fatalf("%s: %v", path, err)
 				}
-				if len(fc.Features) == 0 && !strings.HasPrefix(p.why, "the ") {
+				if len(fc.Features) == 0 {
 					t.Errorf("%s: no fence contains %s", path, p.why)
 				}
+				found := p.want == ""
 				for _, raw := range fc.Features {
 					var f struct {
 						ID         int64 `json:"id"`
 						Properties struct {
 							Kind string `json:"kind"`
+							Name string `json:"name"`
 						} `json:"properties"`
 					}
 					if err := json.Unmarshal(raw, &f); err != nil {
 						t.Fatal(err)
 					}
+					found = found || f.Properties.Name == p.want
 					k := fmt.Sprintf("%s %d", f.Properties.Kind, f.ID)
 					if prev, ok := features[k]; !ok {
 						features[k] = raw
@@ -139,6 +147,9 @@ func TestGeoJSONValidates(t *testing.T) {
 					} else if string(prev) != string(raw) {
 						t.Errorf("%s: %s differs from its copy in an earlier answer", path, k)
 					}
+				}
+				if !found {
+					t.Errorf("%s: %s is not among the %d fences that contain %s", path, p.want, len(fc.Features), p.why)
 				}
 			}
 			seen := map[string]int{}

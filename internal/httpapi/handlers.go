@@ -8,10 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"net/url"
-	"strconv"
-	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/paulmach/orb/maptile"
@@ -205,11 +202,7 @@ func (s *Server) handleSets(w http.ResponseWriter, r *http.Request) {
 
 // handleCatalog serves GET /v1/tiles: the layers, with their TileJSON URLs.
 func (s *Server) handleCatalog(w http.ResponseWriter, r *http.Request) {
-	base, cache, err := s.baseURL(r)
-	if err != nil {
-		writeProblem(w, problemFor(err))
-		return
-	}
+	base, cache := s.baseURL(r)
 	s.gate(w, r, func(c caller) (metered, error) {
 		return metered{
 			route: "catalog",
@@ -228,11 +221,7 @@ func (s *Server) handleTileJSON(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problemFor(err))
 		return
 	}
-	base, cache, err := s.baseURL(r)
-	if err != nil {
-		writeProblem(w, problemFor(err))
-		return
-	}
+	base, cache := s.baseURL(r)
 	s.gate(w, r, func(c caller) (metered, error) {
 		return metered{
 			route: "tilejson",
@@ -527,57 +516,6 @@ func (s *Server) failMetered(w http.ResponseWriter, r *http.Request, m metered, 
 		s.log.ErrorContext(r.Context(), "request failed", "err", err)
 	}
 	writeProblem(w, p)
-}
-
-// baseURL is the scheme and host of the URLs a response names (TileJSON's
-// tiles must be absolute), and the caching its response may have: from
-// TILEAPI_PUBLIC_URL, shared caches may keep it; else from the request's
-// Host, checked to be a host and port, with Vary: Host and for the
-// client's cache alone, so that a shared cache in front is never poisoned
-// with another host's URLs.
-func (s *Server) baseURL(r *http.Request) (string, http.Header, error) {
-	if s.cfg.PublicURL != "" {
-		return s.cfg.PublicURL, http.Header{"Cache-Control": {"public, max-age=300"}}, nil
-	}
-	if !validHost(r.Host) {
-		return "", nil, param.Invalid("Host", "must be a host name or address and an optional port; set TILEAPI_PUBLIC_URL to name the service's URL")
-	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host, http.Header{"Cache-Control": {"private, max-age=300"}, "Vary": {"Host"}}, nil
-}
-
-// validHost reports whether h is a host name, an IPv4 address or a
-// bracketed IPv6 address, with an optional port: nothing a URL could be
-// bent with.
-func validHost(h string) bool {
-	host, port := h, ""
-	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.HasSuffix(h, "]") {
-		host, port = h[:i], h[i+1:]
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '0' {
-			return false
-		}
-	}
-	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
-		ip, err := netip.ParseAddr(host[1 : len(host)-1])
-		return err == nil && ip.Is6() && ip.Zone() == ""
-	}
-	if host == "" || len(host) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(host, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for _, c := range label {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // geoJSON is the response of v, a collection of n features.

@@ -246,6 +246,11 @@ type metered struct {
 func (s *Server) gate(w http.ResponseWriter, r *http.Request, build func(caller) (metered, error)) {
 	c, err := s.identify(r)
 	if err != nil {
+		if errors.As(err, new(*tooManyUnknownKeysError)) {
+			// Every 429 of a metered route says how it was metered: this
+			// one, by the client network's allowance of unknown keys.
+			w.Header()[quotahttp.HeaderStatus] = []string{string(quotahttp.StatusRefused)}
+		}
 		s.fail(w, r, err)
 		return
 	}

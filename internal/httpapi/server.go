@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -166,8 +167,14 @@ type Config struct {
 	// in its restrictions. /admin never answers CORS.
 	AllowedOrigins []string
 	// PublicURL is the scheme and host clients reach the service at, for
-	// the URLs in TileJSON (default: taken from each request).
+	// the URLs in TileJSON and the catalog. Without it, they name the
+	// request's Host when it is loopback or one of PublicHosts, else the
+	// address the connection reached (see baseURL).
 	PublicURL string
+	// PublicHosts are the hosts (a name or address, and an optional port:
+	// without one, any port) whose requests' TileJSON may name them, when
+	// PublicURL is empty. Loopback hosts need no entry.
+	PublicHosts []string
 	// DemoKey is prefilled in the demo page's key field (embedded mode).
 	DemoKey string
 	// AdminToken enables the admin API (/admin/) for requests bearing it;
@@ -210,6 +217,8 @@ type Server struct {
 	adminGuard  *adminGuard      // nil when the admin API is disabled
 	tokens      *tokens.Signer   // nil when tokens are disabled
 	openAPI     []byte           // openapi.json naming this server's layers and sets
+	publicHosts []publicHost     // cfg.PublicHosts, split
+	proxies     []netip.Prefix   // cfg.TrustedProxies, parsed
 	handler     http.Handler
 	admin       http.Handler
 }
@@ -271,6 +280,12 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if s.openAPI, err = describeCatalog(cfg.Layers, cfg.Sets); err != nil {
 		return nil, err
+	}
+	if s.publicHosts, err = parsePublicHosts(cfg.PublicHosts); err != nil {
+		return nil, err
+	}
+	for _, p := range cfg.TrustedProxies { // checked by checkIdentity
+		s.proxies = append(s.proxies, netip.MustParsePrefix(p))
 	}
 	s.meter = s.newGate(denials)
 	owed := prometheus.NewGaugeFunc(prometheus.GaugeOpts{

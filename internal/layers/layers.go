@@ -25,6 +25,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tileapi/tileapi/internal/param"
 )
 
 // Zoom bounds of every layer.
@@ -408,8 +410,8 @@ func checkParams(ps []Param) error {
 		}
 		seen[p.Name] = true
 		if p.Default != nil {
-			if _, err := p.ParseDefault(); err != nil {
-				return fmt.Errorf("params: %q: default: %w", p.Name, err)
+			if _, err := p.ParseDefault(); err != nil { // a *param.Error naming p
+				return fmt.Errorf("params: default: %w", err)
 			}
 		}
 	}
@@ -417,24 +419,29 @@ func checkParams(ps []Param) error {
 }
 
 // Parse reads the text of the parameter from a request and returns its
-// value (int64, float64, string or bool), or an error saying what is wrong
-// with it.
+// value (int64, float64, string or bool), or a *param.Error naming the
+// parameter and saying what is wrong. A number or integer is read as
+// param.Float reads one, in JSON's number grammar (RFC 8259 section 6),
+// as every number of the API is: "+1", ".5", "5.", "01", "1_0", "0x1p1"
+// and "NaN" are refused. An integer is such a number with no fractional
+// part ("12", "-3", and also "1e2", as JSON Schema's integer), of at most
+// 2^53 in magnitude so that it is exact in JSON.
 func (p Param) Parse(s string) (any, error) {
 	switch p.Type {
 	case Integer, Number:
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("must be a finite %s", p.Type)
+		v, err := param.Float(p.Name, s)
+		if err != nil {
+			return nil, err
 		}
 		if p.Type == Integer && v != math.Trunc(v) {
-			return nil, errors.New("must be an integer")
+			return nil, param.Invalid(p.Name, "must be an integer")
 		}
 		if (p.Min != nil && v < *p.Min) || (p.Max != nil && v > *p.Max) {
-			return nil, fmt.Errorf("must be in [%s, %s]", bound(p.Min, "-inf"), bound(p.Max, "inf"))
+			return nil, param.Invalid(p.Name, "must be in [%s, %s]", bound(p.Min, "-inf"), bound(p.Max, "inf"))
 		}
 		if p.Type == Integer {
 			if math.Abs(v) > 1<<53 {
-				return nil, errors.New("must be an integer of at most 2^53 in magnitude")
+				return nil, param.Invalid(p.Name, "must be an integer of at most 2^53 in magnitude")
 			}
 			return int64(v), nil
 		}
@@ -446,11 +453,11 @@ func (p Param) Parse(s string) (any, error) {
 		case "false":
 			return false, nil
 		}
-		return nil, errors.New("must be true or false")
+		return nil, param.Invalid(p.Name, "must be true or false")
 	}
 	if p.Enum != nil {
 		if !slices.Contains(p.Enum, s) {
-			return nil, fmt.Errorf("must be one of %s", strings.Join(p.Enum, ", "))
+			return nil, param.Invalid(p.Name, "must be one of %s", strings.Join(p.Enum, ", "))
 		}
 		return s, nil
 	}
@@ -459,19 +466,19 @@ func (p Param) Parse(s string) (any, error) {
 		maxLen = maxStringLength
 	}
 	if len(s) > maxLen {
-		return nil, fmt.Errorf("must be at most %d bytes", maxLen)
+		return nil, param.Invalid(p.Name, "must be at most %d bytes", maxLen)
 	}
 	return s, nil
 }
 
 // ParseDefault returns the parameter's default as Parse would read it
-// from a request.
+// from a request: a string as its text, anything else as JSON writes it.
 func (p Param) ParseDefault() (any, error) {
 	text, ok := p.Default.(string)
 	if !ok {
 		b, err := json.Marshal(p.Default)
 		if err != nil {
-			return nil, err
+			return nil, param.Invalid(p.Name, "must be a JSON scalar: %v", err)
 		}
 		text = string(b)
 	}

@@ -1,10 +1,13 @@
 package layers
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tileapi/tileapi/internal/param"
 )
 
 func TestParse(t *testing.T) {
@@ -91,7 +94,9 @@ func TestParseErrors(t *testing.T) {
 		{`layers: [{name: a, function: f, params: [{name: y, type: integer}, {name: y, type: string}]}]`, `"y" is declared twice`},
 		{`layers: [{name: a, function: f, params: [{name: y, type: string, min: 1}]}]`, `min and max bound numbers`},
 		{`layers: [{name: a, function: f, params: [{name: y, type: integer, min: 5, max: 1}]}]`, `min 5 is above max 1`},
-		{`layers: [{name: a, function: f, params: [{name: y, type: integer, max: 10, default: 11}]}]`, `default: must be in [-inf, 10]`},
+		{`layers: [{name: a, function: f, params: [{name: y, type: integer, max: 10, default: 11}]}]`, `params: default: invalid y: must be in [-inf, 10]`},
+		{`layers: [{name: a, function: f, params: [{name: y, type: number, default: "0x1p1"}]}]`, `params: default: invalid y: must be a number as JSON writes one`},
+		{`layers: [{name: a, function: f, params: [{name: y, type: number, default: .nan}]}]`, `params: default: invalid y: must be a JSON scalar`},
 		{`layers: [{name: a, function: f, params: [{name: y, type: integer, enum: [a]}]}]`, `enum lists strings`},
 		{`geofences: [{name: s}]`, `geofence set "s": needs exactly one source`},
 		{`geofences: [{name: s, table: t}, {name: s, table: u}]`, `geofence set "s": the name is used twice`},
@@ -121,8 +126,8 @@ func TestParam(t *testing.T) {
 		{Param{Type: Integer, Min: &lo, Max: &hi}, "11", nil, "must be in [1, 10]"},
 		{Param{Type: Integer}, "1e300", nil, "at most 2^53"},
 		{Param{Type: Number}, "2.5", 2.5, ""},
-		{Param{Type: Number}, "NaN", nil, "must be a finite number"},
-		{Param{Type: Number}, "", nil, "must be a finite number"},
+		{Param{Type: Number}, "NaN", nil, "must be a number as JSON writes one"},
+		{Param{Type: Number}, "", nil, "is required: a number as JSON writes one"},
 		{Param{Type: Boolean}, "true", true, ""},
 		{Param{Type: Boolean}, "yes", nil, "must be true or false"},
 		{Param{Type: String, Enum: []string{"a", "b"}}, "b", "b", ""},
@@ -137,6 +142,73 @@ func TestParam(t *testing.T) {
 			t.Errorf("%+v %q: %v %v, want %v", tc.p, tc.in, got, err, tc.want)
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("%+v %q: error %v, want %q", tc.p, tc.in, err, tc.err)
+		}
+	}
+}
+
+// TestParamNumbers: integer and number parameters take exactly JSON's
+// number grammar (RFC 8259 section 6), as every other number of the API,
+// and a refusal is a *param.Error naming the parameter and saying what a
+// valid value looks like.
+func TestParamNumbers(t *testing.T) {
+	integer := Param{Name: "year", Type: Integer}
+	number := Param{Name: "scale", Type: Number}
+	for _, tc := range []struct {
+		p    Param
+		in   string
+		want any
+	}{
+		{integer, "0", int64(0)},
+		{integer, "-0", int64(0)},
+		{integer, "12", int64(12)},
+		{integer, "-3", int64(-3)},
+		{integer, "1e2", int64(100)}, // JSON Schema's integer: a number with no fraction
+		{integer, "12.0", int64(12)},
+		{integer, "9007199254740992", int64(1 << 53)},
+		{number, "0", 0.0},
+		{number, "-73.98", -73.98},
+		{number, "0.5", 0.5},
+		{number, "1e-7", 1e-7},
+		{number, "1E1", 10.0},
+		{number, "-1.5e+3", -1500.0},
+		{number, "2.5E-2", 0.025},
+		{number, "1e007", 1e7},
+	} {
+		got, err := tc.p.Parse(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("%s %q: %v %v, want %v", tc.p.Type, tc.in, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		p      Param
+		in     string
+		reason string
+	}{
+		{number, "0x1p1", "must be a number as JSON writes one"},
+		{number, "+1", "must be a number as JSON writes one"},
+		{number, ".5", "must be a number as JSON writes one"},
+		{number, "5.", "must be a number as JSON writes one"},
+		{number, "01", "must be a number as JSON writes one"},
+		{number, "1_0", "must be a number as JSON writes one"},
+		{number, "Inf", "must be a number as JSON writes one"},
+		{number, "NaN", "must be a number as JSON writes one"},
+		{number, " 1", "must be a number as JSON writes one"},
+		{number, "1e", "must be a number as JSON writes one"},
+		{number, "", "is required: a number as JSON writes one"},
+		{number, "1e400", "is too large"},
+		{integer, "0x10", "must be a number as JSON writes one"},
+		{integer, "+7", "must be a number as JSON writes one"},
+		{integer, "07", "must be a number as JSON writes one"},
+		{integer, "1_000", "must be a number as JSON writes one"},
+		{integer, "7.", "must be a number as JSON writes one"},
+		{integer, "7.5", "must be an integer"},
+		{integer, "1e-1", "must be an integer"},
+		{integer, "9007199254740994", "at most 2^53"},
+	} {
+		v, err := tc.p.Parse(tc.in)
+		var fe *param.Error
+		if !errors.As(err, &fe) || fe.Field != tc.p.Name || !strings.Contains(fe.Reason, tc.reason) {
+			t.Errorf("%s %q: %v %v, want a *param.Error for %s saying %q", tc.p.Type, tc.in, v, err, tc.p.Name, tc.reason)
 		}
 	}
 }

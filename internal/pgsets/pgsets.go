@@ -35,8 +35,8 @@
 // its ends' box, on long edges far from the equator, may be missed near it.
 //
 // Geometries are answered in WGS84, in two dimensions, polygons wound as
-// RFC 7946 wants (geofence.RightHand: exterior rings counter-clockwise,
-// holes clockwise). Properties are JSON scalars: numbers (integer columns as
+// RFC 7946 wants (winding.RightHand: exterior rings counter-clockwise,
+// holes clockwise, no ring of no area). Properties are JSON scalars: numbers (integer columns as
 // integers), strings (text, dates and times as ISO 8601, enums, uuids),
 // booleans, and null for NULL (the property is kept, so every feature of a
 // set has the same properties). The feature id is the id column's value;
@@ -62,6 +62,7 @@ import (
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/internal/layers"
 	"github.com/tileapi/tileapi/internal/pgq"
+	"github.com/tileapi/tileapi/internal/winding"
 )
 
 // wgs84 is the SRID of longitude and latitude on WGS84.
@@ -557,7 +558,7 @@ func (r setRow) feature() (*geojson.Feature, error) {
 		if err != nil {
 			return nil, fmt.Errorf("feature %v: geometry: %w", f.ID, err)
 		}
-		f.Geometry = geofence.RightHand(g)
+		f.Geometry = winding.RightHand(g)
 	}
 	return f, nil
 }

@@ -109,9 +109,12 @@ func (s viewStats) String() string {
 // of its first view, loaded or failed, and the service has answered every
 // request the page made, it saves a screenshot to shot and counts the
 // responses. It fails t on a response but 200, on an error of the map and
-// on an error or exception in the console.
+// on an error or exception in the console; if t fails, by then or later
+// (a view that never loads), the page as it is then goes to
+// failedShot(shot).
 func firstView(t *testing.T, ctx context.Context, c *console, h http.Handler, q url.Values, shot string) viewStats {
 	t.Helper()
+	screenshotOnFailure(t, ctx, failedShot(shot))
 	log := &tileLog{}
 	srv := httptest.NewServer(log.wrap(h))
 	t.Cleanup(srv.Close)

@@ -1,12 +1,15 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,6 +95,7 @@ func TestPage(t *testing.T) {
 	ctx := newBrowser(t, chromium)
 	console := collectConsole(ctx)
 	shots := screenshotDir(t)
+	screenshotOnFailure(t, ctx, filepath.Join(shots, "demo-page-failed.png"))
 
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(srv.URL+"/")); err != nil {
 		t.Fatal(err)
@@ -204,6 +208,51 @@ func TestPage(t *testing.T) {
 		if (m.Type == chromedp.ConsoleError || m.IsException()) && !expected {
 			t.Errorf("console: %s (%s:%d)", m, m.URL, m.Line)
 		}
+	}
+}
+
+// A test that fails leaves a screenshot of the page as it was when it gave
+// up; one that passes leaves none.
+func TestScreenshotOnFailure(t *testing.T) {
+	chromium := chromiumPath(t)
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<!doctype html><title>a view</title><h1 style="color: red">this view never loaded</h1>`)
+	}))
+	t.Cleanup(page.Close)
+	ctx := newBrowser(t, chromium)
+	if err := chromedp.Do(ctx, chromedp.Navigate(page.URL)); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, failed := range []bool{true, false} {
+		path := filepath.Join(dir, fmt.Sprintf("view-%v-failed.png", failed))
+		run := &endedTest{TB: t, failed: failed}
+		screenshotOnFailure(run, ctx, path)
+		run.end()
+		png, err := os.ReadFile(path)
+		switch {
+		case failed && (err != nil || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n"))):
+			t.Errorf("a failed test: %d bytes at %s, %v; want a PNG", len(png), path, err)
+		case !failed && err == nil:
+			t.Errorf("a test that passed left a screenshot at %s", path)
+		}
+	}
+}
+
+// endedTest is t as a test that has failed or not, whose cleanups run
+// when end is called.
+type endedTest struct {
+	testing.TB
+	failed   bool
+	cleanups []func()
+}
+
+func (e *endedTest) Failed() bool     { return e.failed }
+func (e *endedTest) Cleanup(f func()) { e.cleanups = append(e.cleanups, f) }
+func (e *endedTest) end() {
+	for _, f := range slices.Backward(e.cleanups) {
+		f()
 	}
 }
 
@@ -389,14 +438,42 @@ func screenshotDir(t testing.TB) string {
 
 func saveScreenshot(t testing.TB, ctx context.Context, path string) {
 	t.Helper()
-	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, png, 0o644); err != nil {
+	if err := writeScreenshot(ctx, path); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", path)
+}
+
+// screenshotOnFailure saves a screenshot of the page of ctx to path once t
+// ends, if it failed: a view that never loaded, or drew the wrong thing,
+// is in the screenshots as the browser showed it, the moment the test
+// gave up. Call it after the browser is started, so that the browser is
+// still open when t ends.
+func screenshotOnFailure(t testing.TB, ctx context.Context, path string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		if err := writeScreenshot(ctx, path); err != nil {
+			t.Logf("no screenshot of the failure: %v", err)
+			return
+		}
+		t.Logf("screenshot of the failure: %s", path)
+	})
+}
+
+// failedShot is the name of the screenshot of a failure of the view whose
+// screenshot is shot: maplibre-x.png, maplibre-x-failed.png.
+func failedShot(shot string) string { return strings.TrimSuffix(shot, ".png") + "-failed.png" }
+
+// writeScreenshot writes a PNG of the page of ctx to path.
+func writeScreenshot(ctx context.Context, path string) error {
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		return fmt.Errorf("screenshot: %w", err)
+	}
+	return os.WriteFile(path, png, 0o644)
 }
 
 // request is one request the service answered.
