@@ -541,14 +541,14 @@ func contractKeys(t *testing.T, c *contract, backend []option) {
 	c.check(t, e, get(contains, 401).key("made-up")) // the one unknown key allowed
 	// An expired key, a rotated secret, a secret key from a browser and a
 	// secret whose checksum is wrong.
-	expired, expiredSecret, err := e.keys.CreateKind(ctx, keys.Secret, "expired", "std")
+	expired, expiredSecret, err := e.keys.CreateKind(ctx, keys.Secret, "expired", "std", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.keys.SetExpiry(ctx, expired.ID, time.Now().Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	rotated, rotatedSecret, err := e.keys.CreateKind(ctx, keys.Publishable, "rotated", "std")
+	rotated, rotatedSecret, err := e.keys.CreateKind(ctx, keys.Publishable, "rotated", "std", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

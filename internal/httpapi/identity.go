@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/tileapi/tileapi/internal/keys"
 )
 
 // Every quota identity the service charges is built here.
@@ -18,9 +20,16 @@ import (
 // a /64, the smallest block a subscriber is given.
 const DefaultAnonymousIPv6Prefix = 64
 
-// KeyIdentity is the quota identity of the API key with the given id. The
-// load tool's audit reads the same identity.
-func KeyIdentity(id int64) string { return "key:" + strconv.FormatInt(id, 10) }
+// KeyIdentity is the quota identity of key k: "key:<id>". The load tool's
+// audit reads the same identity.
+func KeyIdentity(k keys.Key) string { return ownIdentity(k) }
+
+// ownIdentity is "key:<id>", k's own name.
+func ownIdentity(k keys.Key) string { return "key:" + strconv.FormatInt(k.ID, 10) }
+
+// CustomerIdentity is the quota identity of the customer with the given
+// id: "customer:<id>", which every charge of its keys is recorded in too.
+func CustomerIdentity(id int64) string { return "customer:" + strconv.FormatInt(id, 10) }
 
 // anonymousIdentity is the quota identity of a request without a key, by
 // its client network (see clientNetwork).

@@ -139,7 +139,7 @@ func TestExpiry(t *testing.T) {
 				t.Error("a 401 without WWW-Authenticate")
 			}
 			// The quota route refuses it too, so used is read from the store.
-			id2 := KeyIdentity(id)
+			id2 := KeyIdentity(keys.Key{ID: id})
 			p2, _ := e.server.cfg.Plans.Lookup("free")
 			d, err := e.quota.Peek(context.Background(), id2, p2.Quota)
 			if err != nil {

@@ -115,7 +115,7 @@ func (s *Server) identifyToken(r *http.Request, token string) (caller, error) {
 	if err != nil {
 		return caller{}, err
 	}
-	return caller{identity: KeyIdentity(k.ID), plan: p, keyPrefix: k.Prefix, key: k, token: &claims}, nil
+	return caller{identity: KeyIdentity(k), plan: p, keyPrefix: k.Prefix, key: k, token: &claims}, nil
 }
 
 // parentKey is the key of id from the key index. A key the index does not
