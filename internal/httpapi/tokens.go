@@ -16,6 +16,7 @@ import (
 	"github.com/tileapi/tileapi/internal/access"
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/param"
+	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/internal/tokens"
 )
 
@@ -178,8 +179,10 @@ type tokenRequest struct {
 }
 
 // parseTokenRequest reads the body of POST /v1/tokens: a JSON object of
-// ttl ("15m"), routes, layers, sets and bbox, each optional; a field that
-// is unknown or bad is a *param.Error naming it.
+// ttl ("15m"), routes, layers, sets, bbox and budget, each optional; a
+// field that is unknown or bad is a *param.Error naming it. The budget's
+// bound, the key's plan, is checked once the key is known
+// (checkBudget).
 func (s *Server) parseTokenRequest(r *http.Request) (tokenRequest, error) {
 	var (
 		req tokenRequest
@@ -187,7 +190,7 @@ func (s *Server) parseTokenRequest(r *http.Request) (tokenRequest, error) {
 	)
 	dec := json.NewDecoder(r.Body)
 	if err := dec.Decode(&raw); err != nil && !errors.Is(err, io.EOF) {
-		return req, param.Invalid("body", "want a JSON object of ttl, routes, layers, sets and bbox, each optional")
+		return req, param.Invalid("body", "want a JSON object of ttl, routes, layers, sets, bbox and budget, each optional")
 	}
 	if dec.More() {
 		return req, param.Invalid("body", "want one JSON object")
@@ -218,8 +221,12 @@ func (s *Server) parseTokenRequest(r *http.Request) (tokenRequest, error) {
 		case "bbox":
 			req.n.BBox = new(tokens.BBox)
 			err = json.Unmarshal(v, req.n.BBox)
+		case "budget":
+			if json.Unmarshal(v, &req.n.Budget) != nil || req.n.Budget < 1 {
+				return req, param.Invalid(f, "want a positive whole number of units, at most the smallest maximum of the key's plan")
+			}
 		default:
-			return req, param.Invalid(f, "unknown field; want ttl, routes, layers, sets or bbox")
+			return req, param.Invalid(f, "unknown field; want ttl, routes, layers, sets, bbox or budget")
 		}
 		if err != nil {
 			var fe *tokens.FieldError
@@ -251,6 +258,15 @@ func (s *Server) parseTokenRequest(r *http.Request) (tokenRequest, error) {
 		}
 	}
 	return req, nil
+}
+
+// checkBudget refuses a token budget above the smallest maximum of p, the
+// plan of the key that mints the token: a budget is a lower one.
+func checkBudget(budget int64, p plans.Plan) error {
+	if most := p.Quota.MaxCost(); budget > most {
+		return param.Invalid("budget", "%d units is above %d, the smallest maximum of the key's plan %q", budget, most, p.Name)
+	}
+	return nil
 }
 
 // fieldError is a *tokens.FieldError as a *param.Error.
@@ -285,6 +301,9 @@ func (s *Server) handleMintToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.gate(w, r, func(c caller) (metered, error) {
+		if err := checkBudget(req.n.Budget, c.plan); err != nil {
+			return metered{}, err
+		}
 		return metered{
 			route: "tokens",
 			cost:  c.plan.Cost.Flat,
