@@ -22,18 +22,31 @@ func periodUsage(l Limit, used, end, cost int64, admitted bool) limitUsage {
 	return u
 }
 
+// partOutcome is what a store did in one part of a charge (see
+// Plan.parts): the index of the record it admitted, counted since the
+// part's log began (-1 when nothing was admitted), and the calendar
+// periods it counted the charge in.
+type partOutcome struct {
+	index int64
+	marks *periodMarks
+}
+
 // decide builds a Decision from a store's measurements; both stores share it
 // so they cannot differ in how they report.
 //
-// index is, for an admitted charge, the index of its record, counted since
-// the identity's log began, and -1 when nothing was admitted.
-func decide(identity string, plan Plan, cost int64, allowed bool, now, index int64, raw []limitUsage, periods *periodMarks) Decision {
-	d := Decision{Allowed: allowed, Cost: cost, Limits: make([]LimitState, len(plan.Limits))}
+// raw holds the usage of every limit of the decision, in its order (the
+// plan's, then its Shared plans'); parts what was done in each part.
+func decide(identity string, plan Plan, cost int64, allowed bool, now int64, raw []limitUsage, parts []partOutcome) Decision {
+	d := Decision{Allowed: allowed, Cost: cost, Limits: make([]LimitState, len(raw))}
 	var freeAt int64 = -1
-	for i, l := range plan.Limits {
-		d.Limits[i] = newLimitState(l, raw[i].used, raw[i].oldest, now)
-		if raw[i].freeAt > freeAt {
-			freeAt, d.Binding = raw[i].freeAt, i
+	i := 0
+	for k := range parts {
+		for _, l := range plan.partPlan(k).Limits {
+			d.Limits[i] = newLimitState(l, raw[i].used, raw[i].oldest, now)
+			if raw[i].freeAt > freeAt {
+				freeAt, d.Binding = raw[i].freeAt, i
+			}
+			i++
 		}
 	}
 	if !allowed {
@@ -41,8 +54,18 @@ func decide(identity string, plan Plan, cost int64, allowed bool, now, index int
 		return d
 	}
 	d.Binding = leastRemaining(d.Limits)
-	if index >= 0 {
-		d.Receipt = Receipt{identity: identity, index: index, at: now, cost: cost, periods: periods}
+	if parts[0].index < 0 {
+		return d
+	}
+	receipt := func(k int) Receipt {
+		return Receipt{identity: plan.partIdentity(identity, k), index: parts[k].index, at: now, cost: cost, periods: parts[k].marks}
+	}
+	d.Receipt = receipt(0)
+	if len(parts) > 1 {
+		d.Receipt.shared = new(sharedReceipts)
+		for k := 1; k < len(parts); k++ {
+			d.Receipt.shared[k-1] = receipt(k)
+		}
 	}
 	return d
 }

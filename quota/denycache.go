@@ -24,6 +24,12 @@ const DenyCacheSize = 10_000
 // through the cache drop its denial at once. One made by another process
 // (another server's refund) is not seen: the identity is then denied here
 // until T although the units may fit sooner, never admitted wrongly.
+//
+// A plan with Shared identities frees units before T also when one of
+// them is given back units: a refund, settlement or reset made through
+// the cache of any identity (another key of the same customer) drops
+// every denial whose plan shares it, as well as its own.
+//
 // It is safe for concurrent use.
 type DenyCache struct {
 	store Store
@@ -31,11 +37,21 @@ type DenyCache struct {
 
 	mu     sync.Mutex
 	denied map[string]denial
+	// shared counts, per identity that remembered denials' plans share,
+	// the refunds, settlements and resets of it made through the cache
+	// (freed), and the denials that share it (refs): a denial holds while
+	// the freed counts of its Shared identities are those it saw.
+	shared map[string]sharedFrees
 }
+
+// sharedFrees is what a DenyCache counts of a Shared identity.
+type sharedFrees struct{ freed, refs int }
 
 // denial is a remembered denial of an identity.
 type denial struct {
-	limits []Limit   // the plan's, which it holds for
+	limits []Limit   // the plan's and its Shared plans', which it holds for
+	shared []string  // the plan's Shared identities
+	freed  []int     // the freed count of each when the denial was made
 	cost   int64     // the cost denied; a costlier charge cannot fit either
 	until  time.Time // when it may fit
 	d      Decision
@@ -43,7 +59,7 @@ type denial struct {
 
 // NewDenyCache returns store with a cache of its denials in front.
 func NewDenyCache(store Store) *DenyCache {
-	return &DenyCache{store: store, now: time.Now, denied: make(map[string]denial)}
+	return &DenyCache{store: store, now: time.Now, denied: make(map[string]denial), shared: make(map[string]sharedFrees)}
 }
 
 // InProcess reports whether the store behind the cache answers without
@@ -77,15 +93,66 @@ func (c *DenyCache) remember(identity string, plan Plan, cost int64, now time.Ti
 	if err != nil || d.Allowed || d.RetryAfter <= 0 {
 		return
 	}
+	e := denial{limits: make([]Limit, 0, plan.limitCount()), cost: cost, until: now.Add(d.RetryAfter), d: d}
+	for k := range plan.parts() {
+		e.limits = append(e.limits, plan.partPlan(k).Limits...)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.denied[identity]; !ok && len(c.denied) >= DenyCacheSize {
 		for id := range c.denied { // map iteration starts at random
-			delete(c.denied, id)
+			c.drop(id)
 			break
 		}
 	}
-	c.denied[identity] = denial{limits: slices.Clone(plan.Limits), cost: cost, until: now.Add(d.RetryAfter), d: d}
+	c.drop(identity)
+	for _, s := range plan.Shared {
+		f := c.shared[s.Identity]
+		f.refs++
+		c.shared[s.Identity] = f
+		e.shared, e.freed = append(e.shared, s.Identity), append(e.freed, f.freed)
+	}
+	c.denied[identity] = e
+}
+
+// drop forgets identity's denial, with c.mu held.
+func (c *DenyCache) drop(identity string) {
+	e, ok := c.denied[identity]
+	if !ok {
+		return
+	}
+	delete(c.denied, identity)
+	for _, s := range e.shared {
+		f := c.shared[s]
+		if f.refs--; f.refs == 0 {
+			delete(c.shared, s)
+		} else {
+			c.shared[s] = f
+		}
+	}
+}
+
+// holds reports whether e answers a charge under plan: it was made under
+// the same limits and Shared identities, none of which has been given
+// back units through the cache since. c.mu is held.
+func (c *DenyCache) holds(e denial, plan Plan) bool {
+	if len(e.shared) != len(plan.Shared) || len(e.limits) != plan.limitCount() {
+		return false
+	}
+	rest := e.limits
+	for k := range plan.parts() {
+		ls := plan.partPlan(k).Limits
+		if !slices.Equal(rest[:len(ls)], ls) {
+			return false
+		}
+		rest = rest[len(ls):]
+	}
+	for k, s := range plan.Shared {
+		if e.shared[k] != s.Identity || c.shared[s.Identity].freed != e.freed[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // ChargeWith is Charge with the commands along sent in the charge's round
@@ -124,8 +191,9 @@ func (c *DenyCache) Denies(identity string, plan Plan, cost int64) (Decision, bo
 func (c *DenyCache) remembered(identity string, plan Plan, cost int64, now time.Time) (Decision, bool) {
 	c.mu.Lock()
 	e, ok := c.denied[identity]
+	ok = ok && cost >= e.cost && now.Before(e.until) && c.holds(e, plan)
 	c.mu.Unlock()
-	if !ok || cost < e.cost || !now.Before(e.until) || !slices.Equal(e.limits, plan.Limits) {
+	if !ok {
 		return Decision{}, false
 	}
 	d := e.d
@@ -139,34 +207,48 @@ func (c *DenyCache) Peek(ctx context.Context, identity string, plan Plan) (Decis
 	return c.store.Peek(ctx, identity, plan)
 }
 
-// Refund gives the charge back and forgets the identity's denial: the
-// units it frees may fit now. It returns the store's errors.
+// Refund gives the charge back and forgets the denials of every identity
+// it gives back to, and of the plans that share them: the units it frees
+// may fit now. It returns the store's errors.
 func (c *DenyCache) Refund(ctx context.Context, rc Receipt) (bool, error) {
 	// Before and after: a denial cached while the refund runs would
 	// outlive it.
-	c.forget(rc.identity)
-	defer c.forget(rc.identity)
+	c.forgetReceipt(rc)
+	defer c.forgetReceipt(rc)
 	return c.store.Refund(ctx, rc)
 }
 
-// Settle lowers the charge and forgets the identity's denial. It returns
-// the store's errors.
+// Settle lowers the charge and forgets the denials Refund does. It
+// returns the store's errors.
 func (c *DenyCache) Settle(ctx context.Context, rc Receipt, actual int64) (Receipt, bool, error) {
-	c.forget(rc.identity)
-	defer c.forget(rc.identity)
+	c.forgetReceipt(rc)
+	defer c.forgetReceipt(rc)
 	return c.store.Settle(ctx, rc, actual)
 }
 
-// Reset forgets the identity's charges, and its denial. It returns the
-// store's errors.
+// Reset forgets the identity's charges, its denial and those of the plans
+// that share it. It returns the store's errors.
 func (c *DenyCache) Reset(ctx context.Context, identity string) error {
 	c.forget(identity)
 	defer c.forget(identity)
 	return c.store.Reset(ctx, identity)
 }
 
+// forgetReceipt forgets the denials units given back by rc may make too
+// early: forget of each of its parts' identities.
+func (c *DenyCache) forgetReceipt(rc Receipt) {
+	for k := range rc.parts() {
+		c.forget(rc.part(k).identity)
+	}
+}
+
+// forget drops identity's denial, and every denial whose plan shares it.
 func (c *DenyCache) forget(identity string) {
 	c.mu.Lock()
-	delete(c.denied, identity)
+	c.drop(identity)
+	if f, ok := c.shared[identity]; ok {
+		f.freed++
+		c.shared[identity] = f
+	}
 	c.mu.Unlock()
 }

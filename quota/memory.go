@@ -81,9 +81,48 @@ func NewMemory(now func() time.Time) *Memory {
 // bound its calls by a time budget.
 func (m *Memory) InProcess() bool { return true }
 
+// shardIndex returns the index of identity's shard.
+func (m *Memory) shardIndex(identity string) int {
+	return int(maphash.String(m.seed, identity) % memShards)
+}
+
 // shard returns the shard of identity.
-func (m *Memory) shard(identity string) *memShard {
-	return &m.shards[maphash.String(m.seed, identity)%memShards]
+func (m *Memory) shard(identity string) *memShard { return &m.shards[m.shardIndex(identity)] }
+
+// shardSet is the shards of the parts of a charge, each once, in index
+// order.
+type shardSet struct {
+	idx [1 + MaxShared]int
+	n   int
+}
+
+// add adds shard i, keeping the set in index order.
+func (ss *shardSet) add(i int) {
+	k := 0
+	for k < ss.n && ss.idx[k] < i {
+		k++
+	}
+	if k < ss.n && ss.idx[k] == i {
+		return
+	}
+	copy(ss.idx[k+1:ss.n+1], ss.idx[k:ss.n])
+	ss.idx[k] = i
+	ss.n++
+}
+
+// lock locks the shards in index order: two charges whose parts share
+// shards take them in the same order, so neither can hold a shard the
+// other waits for while it waits for one the other holds.
+func (ss *shardSet) lock(m *Memory) {
+	for _, i := range ss.idx[:ss.n] {
+		m.shards[i].mu.Lock()
+	}
+}
+
+func (ss *shardSet) unlock(m *Memory) {
+	for k := ss.n - 1; k >= 0; k-- {
+		m.shards[ss.idx[k]].mu.Unlock()
+	}
 }
 
 // Allow charges a cost of 1: see Charge.
@@ -110,51 +149,97 @@ func (m *Memory) Peek(_ context.Context, identity string, plan Plan) (Decision, 
 	return m.run(identity, plan, 0, false), nil
 }
 
+// memPart is one part of a charge (see Plan.parts): an identity's log
+// and counters, under its own plan.
+type memPart struct {
+	identity         string
+	plan             Plan
+	shard            *memShard
+	lg               *memLog
+	known            bool // whether the shard held lg
+	sliding, periods []int
+	keep             int64        // the plan's history, microseconds
+	raw              []limitUsage // its limits' usage, within the decision's
+	counts           []memCounter
+}
+
+// run decides a charge (a peek unless record) as the charge script does:
+// each part's log is measured, at one time (the latest of the clock and
+// of every log's), and the cost is recorded in every part if it fits in
+// all of them, in none otherwise. The shards of the parts stay locked
+// throughout, so the decision is atomic.
 func (m *Memory) run(identity string, plan Plan, cost int64, record bool) Decision {
 	clock := m.now()
-	s := m.shard(identity)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sweep(clock.UnixMicro())
-
-	lg, known := s.logs[identity]
-	if !known {
-		lg = &memLog{}
+	var partsArr [1 + MaxShared]memPart
+	parts := partsArr[:plan.parts()]
+	var shards shardSet
+	for k := range parts {
+		id := plan.partIdentity(identity, k)
+		i := m.shardIndex(id)
+		parts[k] = memPart{identity: id, plan: plan.partPlan(k), shard: &m.shards[i]}
+		shards.add(i)
 	}
-	// Time never runs back, as in the Redis script.
-	lg.last = max(lg.last, clock.UnixMicro())
-	now := lg.last
+	shards.lock(m)
+	defer shards.unlock(m)
+
+	// Time never runs back, as in the Redis script: now is the latest of
+	// the clock and of every part's log.
+	now := clock.UnixMicro()
+	for _, i := range shards.idx[:shards.n] {
+		m.shards[i].sweep(now)
+	}
+	for k := range parts {
+		p := &parts[k]
+		if p.lg, p.known = p.shard.logs[p.identity]; !p.known {
+			p.lg = &memLog{}
+		}
+		now = max(now, p.lg.last)
+	}
 	// The usage of up to 8 limits is kept on the stack.
 	var rawArr [8]limitUsage
 	raw := rawArr[:]
-	if len(plan.Limits) > len(rawArr) {
-		raw = make([]limitUsage, len(plan.Limits))
+	if n := plan.limitCount(); n > len(rawArr) {
+		raw = make([]limitUsage, n)
 	}
-	raw = raw[:len(plan.Limits)]
-	sliding, periods := plan.split()
-	keep := plan.keep().Microseconds()
+	raw = raw[:plan.limitCount()]
 
-	fits := lg.measure(plan, sliding, keep, now, cost, raw)
-	counts, countsFit := s.periodCounts(identity, plan, periods, clock, now, cost)
-	allowed := fits && countsFit
-	index := int64(-1)
+	allowed := true
+	for k, off := 0, 0; k < len(parts); k++ {
+		p := &parts[k]
+		p.lg.last = now
+		p.sliding, p.periods = p.plan.split()
+		p.keep = p.plan.keep().Microseconds()
+		p.raw = raw[off : off+len(p.plan.Limits)]
+		off += len(p.plan.Limits)
+		fits := p.lg.measure(p.plan, p.sliding, p.keep, now, cost, p.raw)
+		counts, countsFit := p.shard.periodCounts(p.identity, p.plan, p.periods, clock, now, cost)
+		p.counts = counts
+		allowed = allowed && fits && countsFit
+	}
+
 	admitted := allowed && record
-	if admitted {
-		index = lg.admit(plan, sliding, keep, now, cost, raw)
-		s.countPeriods(identity, plan, periods, counts, cost)
+	var outsArr [1 + MaxShared]partOutcome
+	outs := outsArr[:len(parts)]
+	for k := range parts {
+		p := &parts[k]
+		outs[k].index = -1
+		if admitted {
+			outs[k].index = p.lg.admit(p.plan, p.sliding, p.keep, now, cost, p.raw)
+			p.shard.countPeriods(p.identity, p.plan, p.periods, p.counts, cost)
+		}
+		outs[k].marks = newPeriodMarks(len(p.periods))
+		for j, i := range p.periods {
+			p.raw[i] = periodUsage(p.plan.Limits[i], p.counts[j].used, p.counts[j].end, cost, admitted)
+			outs[k].marks[j] = periodMark{name: p.plan.Limits[i].Name, start: p.counts[j].start}
+		}
+		switch {
+		case p.lg.weight() == 0:
+			delete(p.shard.logs, p.identity) // as the script deletes a log with nothing in any window
+		case !p.known:
+			p.shard.logs[p.identity] = p.lg
+		}
 	}
-	marks := newPeriodMarks(len(periods))
-	for k, i := range periods {
-		raw[i] = periodUsage(plan.Limits[i], counts[k].used, counts[k].end, cost, admitted)
-		marks[k] = periodMark{name: plan.Limits[i].Name, start: counts[k].start}
-	}
-	switch {
-	case lg.weight() == 0:
-		delete(s.logs, identity) // as the script deletes a log with nothing in any window
-	case !known:
-		s.logs[identity] = lg
-	}
-	return decide(identity, plan, cost, allowed, now, index, raw, marks)
+	return decide(identity, plan, cost, allowed, now, raw, outs)
 }
 
 // measure fills raw with the usage of each sliding window of plan at now
@@ -399,16 +484,38 @@ func (m *Memory) Settle(_ context.Context, rc Receipt, actual int64) (Receipt, b
 	if err := checkSettle(rc, actual); err != nil {
 		return Receipt{}, false, err
 	}
+	var shards shardSet
+	for k := range rc.parts() {
+		shards.add(m.shardIndex(rc.part(k).identity))
+	}
+	shards.lock(m)
+	defer shards.unlock(m)
+	found := false
+	for k := range rc.parts() {
+		if m.settle(rc.part(k), actual) {
+			found = true
+		}
+	}
+	switch {
+	case !found:
+		return Receipt{}, false, nil
+	case actual == 0:
+		return Receipt{}, true, nil
+	}
+	return rc.withCost(actual), true, nil
+}
+
+// settle lowers the charge of one part to actual, its shard locked, and
+// reports whether it found it.
+func (m *Memory) settle(rc Receipt, actual int64) bool {
 	s := m.shard(rc.identity)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	lg := s.logs[rc.identity]
 	if lg == nil {
-		return Receipt{}, false, nil
+		return false
 	}
 	i := rc.index - lg.first
 	if i < 0 || i >= int64(len(lg.entries)) || lg.entries[i].at != rc.at || lg.entries[i].cost != rc.cost {
-		return Receipt{}, false, nil
+		return false
 	}
 	if actual != rc.cost {
 		// The periods the charge was counted in give back the difference
@@ -422,11 +529,7 @@ func (m *Memory) Settle(_ context.Context, rc Receipt, actual int64) (Receipt, b
 	}
 	lg.entries[i].cost = actual
 	lg.recount(int(i))
-	if actual == 0 {
-		return Receipt{}, true, nil
-	}
-	rc.cost = actual
-	return rc, true, nil
+	return true
 }
 
 // Reset forgets every charge of identity. It never fails.

@@ -18,6 +18,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tileapi/tileapi/quota/internal/redislayout"
 )
 
 // MaxUnits bounds a limit's maximum and a charge's cost. Redis scripts count
@@ -72,7 +74,35 @@ type Plan struct {
 	// every charge still inside them, where a log kept only for the old
 	// plan's windows would have forgotten some.
 	History time.Duration
+	// Shared lists identities whose plans every charge under this plan
+	// must also fit, all or nothing, in the same atomic decision, and
+	// which every admitted charge is recorded in too. On Redis Cluster
+	// they must share the charged identity's hash slot: build them with
+	// Member.
+	Shared []Shared
 }
+
+// Shared is another identity whose plan a charge must also fit in: a
+// customer's plan beside its key's own.
+type Shared struct {
+	Identity string
+	Plan     Plan
+}
+
+// MaxShared is the most Shared identities a plan may have.
+const MaxShared = 3
+
+// Member returns the identity of member within group. In Redis its log
+// and counters take group's hash tag, so the identities of one group (and
+// group itself, as an identity) are charged together by one script on
+// Redis Cluster. Member(g, m) is different from every plain identity and
+// from Member of any other pair.
+//
+// It is "{" + group, escaped as in a Redis hash tag, + "}" + member, such
+// as "{customer:7}key:42": an identity that starts with a brace-enclosed
+// tag of letters, digits and "-_.:@%" is a member identity, whoever built
+// it. group should not be empty: an empty tag pins no cluster slot.
+func Member(group, member string) string { return redislayout.Member(group, member) }
 
 // NewPlan returns a validated plan, and Validate's error (matching
 // ErrInvalid) if it cannot be enforced.
@@ -85,8 +115,58 @@ func NewPlan(name string, limits ...Limit) (Plan, error) {
 // window (the log that receipts name charges in), names that are unique
 // tokens, maxima in [1, MaxUnits], windows of a whole number of
 // milliseconds, at least one, and periods of a day or a month (without a
-// window). Its errors match ErrInvalid.
+// window); and at most MaxShared Shared identities, each distinct and not
+// empty, under a valid plan without Shared identities of its own, whose
+// limits' names appear in no other plan of the charge (a decision names
+// its limits by name). Its errors match ErrInvalid.
 func (p Plan) Validate() error {
+	if err := p.validateOwn(); err != nil {
+		return err
+	}
+	if len(p.Shared) == 0 {
+		return nil
+	}
+	if len(p.Shared) > MaxShared {
+		return invalid("plan %q shares %d identities, more than %d", p.Name, len(p.Shared), MaxShared)
+	}
+	for k, s := range p.Shared {
+		switch {
+		case s.Identity == "":
+			return invalid("plan %q: shared identity %d is empty", p.Name, k+1)
+		case slices.ContainsFunc(p.Shared[:k], func(o Shared) bool { return o.Identity == s.Identity }):
+			return invalid("plan %q: shared identity %q appears twice", p.Name, s.Identity)
+		case len(s.Plan.Shared) > 0:
+			return invalid("plan %q: the plan %q of shared identity %q shares identities of its own", p.Name, s.Plan.Name, s.Identity)
+		}
+		if err := s.Plan.validateOwn(); err != nil {
+			return err
+		}
+		for _, l := range s.Plan.Limits {
+			if other, ok := p.limitPlan(l.Name, k); ok {
+				return &LimitError{Plan: s.Plan.Name, Limit: l.Name, Field: "name", Reason: fmt.Sprintf("appears in plan %q too", other)}
+			}
+		}
+	}
+	return nil
+}
+
+// limitPlan returns the name of the plan, of p's own and its first
+// shared ones, that has a limit named name.
+func (p Plan) limitPlan(name string, shared int) (string, bool) {
+	named := func(l Limit) bool { return l.Name == name }
+	if slices.ContainsFunc(p.Limits, named) {
+		return p.Name, true
+	}
+	for _, s := range p.Shared[:shared] {
+		if slices.ContainsFunc(s.Plan.Limits, named) {
+			return s.Plan.Name, true
+		}
+	}
+	return "", false
+}
+
+// validateOwn is Validate of the plan's own limits and history.
+func (p Plan) validateOwn() error {
 	if len(p.Limits) == 0 {
 		return invalid("plan %q has no limits", p.Name)
 	}
@@ -160,13 +240,50 @@ func (p Plan) keep() time.Duration { return max(p.History, p.longestWindow()) }
 func (p Plan) historyWindow() bool { return p.History > p.longestWindow() }
 
 // MaxCost is the largest cost the plan can ever admit: the smallest maximum
-// of its limits. A costlier charge is refused with ErrTooCostly.
+// of its limits and of its Shared plans' limits. A costlier charge is
+// refused with ErrTooCostly.
 func (p Plan) MaxCost() int64 {
 	m := p.Limits[0].Max
-	for _, l := range p.Limits[1:] {
-		m = min(m, l.Max)
+	for k := range p.parts() {
+		for _, l := range p.partPlan(k).Limits {
+			m = min(m, l.Max)
+		}
 	}
 	return m
+}
+
+// parts is the number of parts of a charge under p: the charged
+// identity's, then one a Shared identity.
+func (p Plan) parts() int { return 1 + len(p.Shared) }
+
+// partPlan returns the plan of part k of a charge under p (see
+// partIdentity): p's own limits for part 0, without its Shared
+// identities, and for part k the plan of Shared identity k.
+func (p Plan) partPlan(k int) Plan {
+	if k == 0 {
+		p.Shared = nil
+		return p
+	}
+	return p.Shared[k-1].Plan
+}
+
+// partIdentity returns the identity of part k of a charge of identity
+// under p: identity itself for part 0, Shared identity k for part k.
+func (p Plan) partIdentity(identity string, k int) string {
+	if k == 0 {
+		return identity
+	}
+	return p.Shared[k-1].Identity
+}
+
+// limitCount is the number of limits of a decision under p: its own and
+// its Shared plans'.
+func (p Plan) limitCount() int {
+	n := len(p.Limits)
+	for _, s := range p.Shared {
+		n += len(s.Plan.Limits)
+	}
+	return n
 }
 
 // checkCharge validates a charge before any I/O.
@@ -177,9 +294,11 @@ func checkCharge(identity string, p Plan, cost int64) error {
 	if cost < 1 || cost > MaxUnits {
 		return invalid("cost %d is not in [1, %d]", cost, int64(MaxUnits))
 	}
-	for _, l := range p.Limits {
-		if cost > l.Max {
-			return &TooCostlyError{Plan: p, Cost: cost, Limit: l}
+	for k := range p.parts() {
+		for _, l := range p.partPlan(k).Limits {
+			if cost > l.Max {
+				return &TooCostlyError{Plan: p, Cost: cost, Limit: l}
+			}
 		}
 	}
 	return nil
@@ -189,6 +308,9 @@ func checkCharge(identity string, p Plan, cost int64) error {
 func checkPeek(identity string, p Plan) error {
 	if identity == "" {
 		return invalid("the identity is empty")
+	}
+	if slices.ContainsFunc(p.Shared, func(s Shared) bool { return s.Identity == identity }) {
+		return invalid("plan %q shares the charged identity %q", p.Name, identity)
 	}
 	return p.Validate()
 }
@@ -210,8 +332,9 @@ type Decision struct {
 	Allowed bool
 	// Cost is the cost asked for; zero for a peek.
 	Cost int64
-	// Limits holds the state of each limit of the plan, in plan order, after
-	// the decision: an admitted cost is included in Used.
+	// Limits holds the state of each limit of the plan, in plan order, then
+	// of each limit of its Shared plans, in their order, after the
+	// decision: an admitted cost is included in Used.
 	Limits []LimitState
 	// Binding is the index in Limits of the limit that decided: for a denial,
 	// the violated limit that frees last; otherwise the one with the least
@@ -242,8 +365,8 @@ type LimitState struct {
 func (d Decision) BindingLimit() LimitState { return d.Limits[d.Binding] }
 
 // Given returns d as it stands once units of its charge are given back (a
-// refund or settlement): they return to every limit, and Cost is what
-// remains charged. The receipt is unchanged.
+// refund or settlement): they return to every limit, the Shared plans'
+// too, and Cost is what remains charged. The receipt is unchanged.
 func (d Decision) Given(units int64) Decision {
 	d.Limits = slices.Clone(d.Limits)
 	for i := range d.Limits {
@@ -256,6 +379,9 @@ func (d Decision) Given(units int64) Decision {
 }
 
 // Receipt identifies one admitted charge. The zero Receipt identifies none.
+// The receipt of a charge under a plan with Shared identities holds the
+// receipts of its parts in them too (Shared): a refund or settlement
+// gives back in every part.
 type Receipt struct {
 	identity string
 	index    int64 // the charge's record, counted since the identity's log began
@@ -265,6 +391,62 @@ type Receipt struct {
 	// behind a pointer, so a Receipt stays small (it is copied with every
 	// Decision) and comparable.
 	periods *periodMarks
+	// shared are the receipts of the charge's parts in its plan's Shared
+	// identities, then zero ones; nil for none. Behind a pointer, as
+	// periods are.
+	shared *sharedReceipts
+}
+
+// sharedReceipts are the parts of a charge in Shared identities.
+type sharedReceipts [MaxShared]Receipt
+
+// Shared returns the receipts of the charge's parts in its plan's Shared
+// identities, in order (each with its own Identity and Periods); nil for
+// a plain charge.
+func (r Receipt) Shared() []Receipt {
+	if r.shared == nil {
+		return nil
+	}
+	n := 0
+	for n < len(r.shared) && !r.shared[n].IsZero() {
+		n++
+	}
+	return slices.Clone(r.shared[:n])
+}
+
+// part returns the receipt of part k of the charge: r itself, without
+// its shared parts, for part 0; Shared receipt k for part k.
+func (r Receipt) part(k int) Receipt {
+	if k == 0 {
+		r.shared = nil
+		return r
+	}
+	return r.shared[k-1]
+}
+
+// parts is the number of parts of the charge.
+func (r Receipt) parts() int {
+	n := 1
+	for r.shared != nil && n <= MaxShared && !r.shared[n-1].IsZero() {
+		n++
+	}
+	return n
+}
+
+// withCost returns the receipt of the charge once lowered to cost, in
+// every part.
+func (r Receipt) withCost(cost int64) Receipt {
+	r.cost = cost
+	if r.shared != nil {
+		sh := *r.shared
+		for k := range sh {
+			if !sh[k].IsZero() {
+				sh[k].cost = cost
+			}
+		}
+		r.shared = &sh
+	}
+	return r
 }
 
 // MaxPeriods is the most Period limits a plan may have.

@@ -246,7 +246,7 @@ func (r *Redis) decision(identity string, plan Plan, sliding, periods []int, cos
 	if r.now == nil {
 		r.offset.Observe(now)
 	}
-	return decide(identity, plan, cost, admitted || extra.field(1) == 1, now, index, raw, marks), nil
+	return decide(identity, plan, cost, admitted || extra.field(1) == 1, now, raw, []partOutcome{{index: index, marks: marks}}), nil
 }
 
 // restoreValue is the units of a period whose counter Redis lost, as the
