@@ -42,3 +42,21 @@ func TestCustomerPlan(t *testing.T) {
 		}
 	}
 }
+
+// A plan or an override may not name a limit as a customer's limits or a
+// token's budget are named: they are charged beside the key's own.
+func TestReservedLimitNames(t *testing.T) {
+	for _, name := range []string{"token", "customer.minute", "customer."} {
+		if _, err := Parse([]byte(`{"plans": [{"name": "x", "max_radius_m": 1000, "limits": [{"name": "` + name + `", "max": 5, "window": "1s"}]}]}`)); err == nil || !strings.Contains(err.Error(), "reserved") {
+			t.Errorf("a plan with a limit %q: %v, want it refused as reserved", name, err)
+		}
+		free, _ := Defaults().Lookup("free")
+		var pe *param.Error
+		if _, err := free.With(Overrides{Limits: []FileLimit{{Name: name, Max: 5, Window: "1s"}}}); !errors.As(err, &pe) || pe.Field != "limits[0].name" {
+			t.Errorf("an override of a limit %q: %v, want it refused naming limits[0].name", name, err)
+		}
+	}
+	if _, err := Parse([]byte(`{"plans": [{"name": "x", "max_radius_m": 1000, "limits": [{"name": "tokens", "max": 5, "window": "1s"}]}]}`)); err != nil {
+		t.Errorf("a limit named tokens: %v", err)
+	}
+}

@@ -217,6 +217,20 @@ func (s Set) KeyPlan(name string, o Overrides) (Plan, error) {
 // a decision and in the headers that name the binding limit.
 const CustomerLimitPrefix = "customer."
 
+// TokenLimit is the name of the limit of a short-lived token's own budget,
+// charged beside its key's limits.
+const TokenLimit = "token"
+
+// reserved reports, as an error, a limit name that a plan or an override
+// may not take: the names of a customer's limits and of a token's budget,
+// which are charged beside a key's own and must differ from them.
+func reserved(name string) error {
+	if name == TokenLimit || strings.HasPrefix(name, CustomerLimitPrefix) {
+		return fmt.Errorf("limit %q: %q and names starting %q are reserved for a token's budget and a customer's limits", name, TokenLimit, CustomerLimitPrefix)
+	}
+	return nil
+}
+
 // CustomerPlan returns the quota plan of a customer on the plan called
 // name, which every charge of the customer's keys must fit beside the
 // key's own: the plan's limits, each named with CustomerLimitPrefix, its
@@ -267,6 +281,11 @@ func (p Plan) validate() error {
 	}
 	if err := p.Quota.Validate(); err != nil {
 		return fmt.Errorf("plan %q: %w", p.Name, err)
+	}
+	for _, l := range p.Quota.Limits {
+		if err := reserved(l.Name); err != nil {
+			return fmt.Errorf("plan %q: %w", p.Name, err)
+		}
 	}
 	if !(p.MaxRadius > 0) {
 		return fmt.Errorf("plan %q: max_radius_m must be positive", p.Name)
