@@ -357,3 +357,51 @@ func TestOverdraftRecorded(t *testing.T) {
 		t.Errorf("the ledger holds %d units, want 80: two overdrafts of 40, past the month's 50, the retry not again", u)
 	}
 }
+
+// A charge under a plan with a shared identity (a key's customer) is
+// recorded in every part: the customer's month adds up in the ledger from
+// all its keys, refunds and settlements given back in both.
+func TestSharedPartsRecorded(t *testing.T) {
+	pool := spatialtest.Migrated(t)
+	l := New(pool, Options{})
+	store := l.Store(quota.NewMemory(nil))
+	ctx := context.Background()
+	customer, err := quota.NewPlan("team", quota.Limit{Name: "customer.burst", Max: 1 << 30, Window: time.Second}, quota.Limit{Name: "customer.month", Max: 1000, Period: quota.Month})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("customer:%d", time.Now().UnixNano())
+	p := monthly(t, 1000)
+	p.Shared = []quota.Shared{{Identity: id, Plan: customer}}
+	a, b := quota.Member(id, "key:1"), quota.Member(id, "key:2")
+	d1, err := store.Charge(ctx, a, p, 10)
+	if err != nil || !d1.Allowed {
+		t.Fatalf("charge: %+v %v", d1, err)
+	}
+	d2, err := store.Charge(ctx, b, p, 7)
+	if err != nil || !d2.Allowed {
+		t.Fatalf("charge: %+v %v", d2, err)
+	}
+	if _, ok, err := store.Settle(ctx, d2.Receipt, 3); !ok || err != nil {
+		t.Fatalf("settle: %v %v", ok, err)
+	}
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for who, want := range map[string]int64{a: 10, b: 3, id: 13} {
+		if got := tableUnits(t, pool, who); got != want {
+			t.Errorf("the ledger holds %d units of %s, want %d", got, who, want)
+		}
+	}
+	if ok, err := store.Refund(ctx, d1.Receipt); !ok || err != nil {
+		t.Fatalf("refund: %v %v", ok, err)
+	}
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for who, want := range map[string]int64{a: 0, b: 3, id: 3} {
+		if got := tableUnits(t, pool, who); got != want {
+			t.Errorf("after a refund the ledger holds %d units of %s, want %d", got, who, want)
+		}
+	}
+}
