@@ -223,7 +223,7 @@ func TestRerollAdmin(t *testing.T) {
 // both secrets to the same key.
 func TestRerollTwoServers(t *testing.T) {
 	const refresh = 100 * time.Millisecond
-	a, b := sharedServers(t, quotatest.NewClient(t, testenv.RedisURL(t)), refresh)
+	a, b := sharedServers(t, redisQuota(t, quotatest.NewClient(t, testenv.RedisURL(t))), refresh)
 	id, old := a.createKey(t, "secret", "std")
 
 	charged := int64(0)

@@ -155,10 +155,15 @@ func (s *Server) customerPlan(c keys.Customer) (quota.Plan, error) {
 }
 
 // customerShare is q, a key's quota plan, with its customer c's plan as a
-// shared part that every charge must fit too.
+// shared part (quota.Plan.Shared) that every charge must fit too, all or
+// nothing, and is recorded in.
 func (s *Server) customerShare(q quota.Plan, c keys.Customer) (quota.Plan, error) {
-	_, err := s.customerPlan(c)
-	return q, err
+	cq, err := s.customerPlan(c)
+	if err != nil {
+		return quota.Plan{}, err
+	}
+	q.Shared = []quota.Shared{{Identity: CustomerIdentity(c.ID), Plan: cq}}
+	return q, nil
 }
 
 // keyPlans holds the plan each key resolved to, by key id, for the version
