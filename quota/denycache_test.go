@@ -119,3 +119,69 @@ func TestDenyCacheTooCostly(t *testing.T) {
 		t.Errorf("11 units against a max of 10, with a denial remembered: %v, want ErrTooCostly", err)
 	}
 }
+
+// A denial of a key by its customer's limit is remembered like any other,
+// and answers only the same key under the same plan, customer included; a
+// refund, settlement or reset through the cache that gives the customer
+// units back (another key's refund, the customer's reset) drops it at
+// once, as the key's own refund does. The cache's denials of plans that
+// share an identity are counted down as they leave.
+func TestDenyCacheShared(t *testing.T) {
+	ctx := context.Background()
+	client := redisClient(t)
+	trips := &roundTrips{}
+	client.AddHook(trips)
+	clk := newClock()
+	c := NewDenyCache(NewRedis(client, WithPrefix(testPrefix(t)), withClock(clk.Now)))
+	c.now = clk.Now
+	customer := mustPlan(t, "customer", Limit{Name: "customer.minute", Max: 10, Window: time.Minute})
+	p := customerOf("acme", PerMinute(30), customer)
+	k1, k2 := Member("acme", "key:1"), Member("acme", "key:2")
+
+	denied := func(step string) {
+		t.Helper()
+		before := trips.n.Load()
+		if d := charge(t, c, k2, p, 5); d.Allowed || d.BindingLimit().Limit.Name != "customer.minute" {
+			t.Fatalf("%s: 5 on key 2 with the customer's 10 used: %+v", step, d)
+		}
+		if n := trips.n.Load() - before; n != 0 {
+			t.Errorf("%s: a remembered denial made %d round trips, want none", step, n)
+		}
+	}
+	a := charge(t, c, k1, p, 6)
+	b := charge(t, c, k2, p, 4)
+	charge(t, c, k2, p, 5) // denied by the customer, and remembered
+	denied("remembered")
+	other := p
+	other.Shared = []Shared{{Identity: "other", Plan: customer}}
+	if d := charge(t, c, k2, other, 5); !d.Allowed {
+		t.Errorf("key 2 sharing another customer: %+v, want asked and admitted", d)
+	}
+
+	// Key 1's refund gives the customer 6 back: key 2's denial is dropped.
+	if ok, err := c.Refund(ctx, a.Receipt); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	d := charge(t, c, k2, p, 5)
+	if !d.Allowed {
+		t.Fatalf("after key 1's refund: %+v, want admitted", d)
+	}
+	charge(t, c, k2, p, 5) // denied by the customer again
+	denied("denied again")
+	// The customer's own reset drops it too.
+	if err := c.Reset(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if d := charge(t, c, k2, p, 1); !d.Allowed {
+		t.Fatalf("after the customer's reset: %+v, want admitted", d)
+	}
+	// Settling key 2's charges (its own receipt) lowers its part too.
+	if _, ok, err := c.Settle(ctx, b.Receipt, 1); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.shared); n != 0 {
+		t.Errorf("with no denial remembered, the cache counts %d shared identities, want none", n)
+	}
+}

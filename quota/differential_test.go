@@ -26,7 +26,7 @@ func TestDifferentialRedisVersusMemory(t *testing.T) {
 		mustPlan(t, "same-windows", Limit{Name: "x", Max: 30, Window: 10 * time.Second}),
 	}
 	t.Run("steady", func(t *testing.T) {
-		differential(t, 7, small, 4, func(rng *rand.Rand) time.Duration {
+		differential(t, 7, small, identities(4), func(rng *rand.Rand) time.Duration {
 			switch r := rng.IntN(10); {
 			case r < 6:
 				return time.Duration(rng.IntN(400)) * time.Millisecond
@@ -39,7 +39,7 @@ func TestDifferentialRedisVersusMemory(t *testing.T) {
 		})
 	})
 	t.Run("bursts", func(t *testing.T) {
-		differential(t, 8, small, 4, func(rng *rand.Rand) time.Duration {
+		differential(t, 8, small, identities(4), func(rng *rand.Rand) time.Duration {
 			switch r := rng.IntN(10); {
 			case r < 7:
 				return 0
@@ -60,20 +60,29 @@ func TestDifferentialRedisVersusMemory(t *testing.T) {
 			in(mustPlan(t, "monthly", Limit{Name: "burst", Max: 10, Window: time.Second}, PerMonth(300), PerDay(80))),
 			mustPlan(t, "utc-day", Limit{Name: "x", Max: 30, Window: 10 * time.Second}, PerDay(50)),
 		}
-		// Jumps of up to half a day cross midnights (New York's and
-		// UTC's), the ends of January and February, and the night New
-		// York's clocks go forward (14 March 2027).
-		differential(t, 10, periods, 4, func(rng *rand.Rand) time.Duration {
-			switch r := rng.IntN(10); {
-			case r < 6:
-				return time.Duration(rng.IntN(400)) * time.Millisecond
-			case r < 8:
-				return time.Duration(rng.IntN(30)) * time.Minute
-			case r < 9:
-				return time.Duration(rng.IntN(12)) * time.Hour
-			}
-			return 0
-		})
+		differential(t, 10, periods, identities(4), acrossDays)
+	})
+	// Keys of one customer, each charged under a plan that shares the
+	// customer's (windows, and a day in New York), one of them a team's
+	// too: every part is decided, recorded, refunded and settled alike.
+	t.Run("shared", func(t *testing.T) {
+		ny, err := time.LoadLocation("America/New_York")
+		if err != nil {
+			t.Fatal(err)
+		}
+		customer := mustPlan(t, "customer", Limit{Name: "customer.burst", Max: 12, Window: time.Second},
+			Limit{Name: "customer.w", Max: 35, Window: 3 * time.Second}, Limit{Name: "customer.day", Max: 200, Period: Day})
+		customer.Location = ny
+		team := mustPlan(t, "team", Limit{Name: "team.w", Max: 25, Window: 2 * time.Second})
+		sharing := func(p Plan, shared ...Shared) Plan { p.Shared = shared; return p }
+		plans := []Plan{
+			sharing(mustPlan(t, "k-one", Limit{Name: "w", Max: 20, Window: 3 * time.Second}), Shared{"g", customer}),
+			sharing(mustPlan(t, "k-two", Limit{Name: "burst", Max: 10, Window: time.Second}, Limit{Name: "minute", Max: 40, Window: 10 * time.Second}),
+				Shared{"g", customer}, Shared{Member("g", "team"), team}),
+			sharing(mustPlan(t, "k-day", Limit{Name: "x", Max: 30, Window: 10 * time.Second}, PerDay(60)), Shared{"g", customer}),
+		}
+		keys := []string{Member("g", "key:0"), Member("g", "key:1"), Member("g", "key:2"), Member("g", "key:3")}
+		differential(t, 12, plans, keys, acrossDays)
 	})
 	t.Run("large", func(t *testing.T) {
 		large := []Plan{
@@ -81,16 +90,40 @@ func TestDifferentialRedisVersusMemory(t *testing.T) {
 			mustPlan(t, "large-burst", Limit{Name: "burst", Max: 300, Window: 100 * time.Millisecond}, Limit{Name: "w", Max: 5000, Window: 2 * time.Second}),
 		}
 		// About 1,000 records of 5 bytes in the window, twice the chunk.
-		differential(t, 9, large, 1, func(rng *rand.Rand) time.Duration {
+		differential(t, 9, large, identities(1), func(rng *rand.Rand) time.Duration {
 			return time.Duration(rng.IntN(2000)) * time.Microsecond
 		})
 	})
 }
 
+// acrossDays moves the clock on by jumps of up to half a day, which cross
+// midnights (New York's and UTC's), the ends of January and February, and
+// the night New York's clocks go forward (14 March 2027).
+func acrossDays(rng *rand.Rand) time.Duration {
+	switch r := rng.IntN(10); {
+	case r < 6:
+		return time.Duration(rng.IntN(400)) * time.Millisecond
+	case r < 8:
+		return time.Duration(rng.IntN(30)) * time.Minute
+	case r < 9:
+		return time.Duration(rng.IntN(12)) * time.Hour
+	}
+	return 0
+}
+
+// identities returns n identities: "id-0" and on.
+func identities(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("id-%d", i)
+	}
+	return ids
+}
+
 // differential runs the same random steps against every store: charges,
-// peeks, refunds, settlements and resets of ids identities, each mostly
-// under its own plan of plans, with the clock moved on by advance.
-func differential(t *testing.T, seed uint64, plans []Plan, ids int, advance func(*rand.Rand) time.Duration) {
+// peeks, refunds, settlements and resets of ids, identity i mostly under
+// plan i (modulo their number), with the clock moved on by advance.
+func differential(t *testing.T, seed uint64, plans []Plan, ids []string, advance func(*rand.Rand) time.Duration) {
 	fxs := fixtures(t)
 	ref := fxs[0]
 	const steps = 3000
@@ -101,9 +134,10 @@ func differential(t *testing.T, seed uint64, plans []Plan, ids int, advance func
 	seen := map[string]int{}
 	for step := range steps {
 		now += advance(rng)
-		id := fmt.Sprintf("id-%d", rng.IntN(ids))
+		n := rng.IntN(len(ids))
+		id := ids[n]
 		// Mostly each identity keeps its plan; now and then it is re-planned.
-		plan := plans[int(id[3]-'0')%len(plans)]
+		plan := plans[n%len(plans)]
 		if rng.IntN(40) == 0 {
 			plan = plans[rng.IntN(len(plans))]
 		}

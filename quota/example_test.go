@@ -146,3 +146,32 @@ func ExamplePeriod_Bounds() {
 	// 2027-03-28T00:00:00+01:00 23h0m0s
 	// 2026-12-01T00:00:00Z 744h0m0s
 }
+
+// A key belongs to a customer with a plan of its own: a charge must fit
+// both, and is recorded in both, or in neither. The decision names the
+// limit that binds, the customer's once its budget is the tighter. On
+// Redis Cluster the keys' identities are built with Member, so a key and
+// its customer share a slot.
+func ExampleMember() {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	store := quota.NewMemory(func() time.Time { return now })
+	customer, _ := quota.NewPlan("business", quota.Limit{Name: "customer.minute", Max: 90, Window: time.Minute})
+	key, _ := quota.NewPlan("key", quota.PerMinute(60))
+	key.Shared = []quota.Shared{{Identity: "customer:7", Plan: customer}}
+
+	fmt.Println(quota.Member("customer:7", "key:1"))
+	for _, k := range []string{"key:1", "key:2", "key:3"} {
+		d, _ := store.Charge(ctx, quota.Member("customer:7", k), key, 40)
+		b := d.BindingLimit()
+		fmt.Printf("%s: allowed=%v binding=%s remaining=%d\n", k, d.Allowed, b.Limit.Name, b.Remaining)
+	}
+	u, _ := store.Peek(ctx, "customer:7", customer)
+	fmt.Println("customer:7 used", u.Limits[0].Used)
+	// Output:
+	// {customer:7}key:1
+	// key:1: allowed=true binding=minute remaining=20
+	// key:2: allowed=true binding=customer.minute remaining=10
+	// key:3: allowed=false binding=customer.minute remaining=10
+	// customer:7 used 80
+}

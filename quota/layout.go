@@ -20,17 +20,20 @@ import (
 // reaches the scripts; one they do not need belongs in another file.
 
 // The charge script's arguments are packed doubles in the shape of a
-// header, so that one struct format reads both: numbered from 1 as in the
-// Lua table unpacked from them, these first, then each limit's where the
-// header holds its window's fields.
+// header, so that one struct format reads both, one such a part of the
+// charge (its identity's log): numbered from 1 as in the Lua table
+// unpacked from them, these first, then each limit's where the header
+// holds its window's fields. The script reads aRecord, aCost, aNow and
+// aDeadline from the first part's.
 const (
 	aRecord = 1 + iota // 1 to record an admitted cost, 0 to only look
 	aCost
 	aNow // microseconds; -1 to take it from Redis TIME
-	aTB  // the record widths of the plan (recordWidths)
+	aTB  // the record widths of the part's plan (recordWidths)
 	aCB
-	aN        // the number of limits
+	aN        // the number of the log's windows
 	aDeadline // the caller's deadline, microseconds of Redis time; 0 for none
+	aPeriods  // the number of the part's calendar periods: their keys and arguments follow the part's
 )
 
 // Limit i (from 1) has argument f at redislayout.WindowField(i-1, f),

@@ -35,13 +35,12 @@ func TestMemoryPerEntrySteadyState(t *testing.T) {
 		}))
 		p := mustPlan(t, "steady", Limit{Name: "w", Max: 1<<24 - 1, Window: time.Duration(n) * time.Millisecond})
 		t.Cleanup(func() { c.Del(context.Background(), s.key("m")) })
-		sliding, periods := p.split()
 		var least, most int64 = 1 << 62, 0
 		total := n + n*12/10
 		for tick < int64(total) {
 			pipe := c.Pipeline()
 			for ; tick < int64(total) && pipe.Len() < 1000; tick++ {
-				keys, args := s.chargeCall("m", p, sliding, periods, 1, true, 0)
+				keys, args := s.chargeArgs(&chargeCall{identity: "m", plan: p, cost: 1, record: true})
 				chargeScript.EvalSha(ctx, pipe, keys, args...)
 			}
 			if _, err := pipe.Exec(ctx); err != nil {

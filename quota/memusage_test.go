@@ -59,8 +59,7 @@ func TestMemoryPerEntry(t *testing.T) {
 			members := make([]redis.Z, 0, 1000)
 			for ; done < tc.entries && pipe.Len() < 1000; done++ {
 				cost := 1 + tick%9
-				sliding, periods := p.split()
-				keys, args := s.chargeCall("m", p, sliding, periods, cost, true, 0)
+				keys, args := s.chargeArgs(&chargeCall{identity: "m", plan: p, cost: cost, record: true})
 				chargeScript.EvalSha(ctx, pipe, keys, args...)
 				at := epoch.Add(time.Duration(tick) * time.Millisecond).UnixMicro()
 				members = append(members, redis.Z{Score: float64(at), Member: oldMember(at, cost)})

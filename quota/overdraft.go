@@ -3,16 +3,12 @@ package quota
 import (
 	"context"
 	_ "embed"
-	"encoding/binary"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/tileapi/tileapi/quota/internal/redislayout"
 )
 
 var (
@@ -31,26 +27,23 @@ const OverdraftIDLife = time.Hour
 // of costs a log or counter can hold, so nothing refuses it.
 const overdraftMax = 1 << 53
 
-// spansArg is the argument of charge.lua (from 0) that holds the periods'
-// spans: per period its start, end, the end of the one after, and max.
-const spansArg = 4
-
-// ChargeOverdraft records cost units for identity in every limit of plan,
-// whether they fit or not: the charge of a request already served without
-// one, made once the store answers again (quotahttp's pending charges). A
-// limit it takes past its max reports Used above Max and Remaining 0, and
-// refuses charges until enough of it has left the window or the period
-// has ended. It returns the decision (Allowed, with a Receipt as Charge's)
-// and true when it made the charge.
+// ChargeOverdraft records cost units for identity in every limit of plan
+// (its Shared plans' too), whether they fit or not: the charge of a
+// request already served without one, made once the store answers again
+// (quotahttp's pending charges). A limit it takes past its max reports
+// Used above Max and Remaining 0, and refuses charges until enough of it
+// has left the window or the period has ended. It returns the decision
+// (Allowed, with a Receipt as Charge's) and true when it made the charge.
 //
 // id names the charge, so that it can be retried: Redis remembers it for
 // OverdraftIDLife, and a charge of an id it remembers is not made again
-// (ChargeOverdraft returns the zero Decision and false). It must be a
-// token (letters, digits and "-_.", at most 64) unique to the charge. A
-// bad identity, plan, cost or id returns an error matching ErrInvalid, a
-// cost above a limit's max a *TooCostlyError, both before any I/O; any
-// other error is Redis's (or the PeriodSource's), wrapped, after which the
-// charge may or may not have been made: retry it with the same id.
+// (ChargeOverdraft returns the zero Decision and false), in any part. It
+// must be a token (letters, digits and "-_.", at most 64) unique to the
+// charge. A bad identity, plan, cost or id returns an error matching
+// ErrInvalid, a cost above a limit's max a *TooCostlyError, both before
+// any I/O; any other error is Redis's (or the PeriodSource's), wrapped,
+// after which the charge may or may not have been made: retry it with the
+// same id.
 func (r *Redis) ChargeOverdraft(ctx context.Context, identity string, plan Plan, cost int64, id string) (Decision, bool, error) {
 	if err := checkCharge(identity, plan, cost); err != nil {
 		return Decision{}, false, err
@@ -58,19 +51,12 @@ func (r *Redis) ChargeOverdraft(ctx context.Context, identity string, plan Plan,
 	if !isToken(id) {
 		return Decision{}, false, invalid("overdraft: id %q must be letters, digits, '-', '_' or '.', at most 64", id)
 	}
-	sliding, periods := plan.split()
-	reply, err := r.withRestores(ctx, identity, plan, periods, func(restore []restoreValue) (string, error) {
-		// A charge with no deadline: it was served already.
-		keys, args := r.chargeCallRestoring(identity, plan, sliding, periods, cost, true, 0, restore)
-		packed := []byte(args[0].(string))
-		// The windows the log measures, as many as the arguments say (aN).
-		raise(packed, redislayout.Shared, redislayout.Per, aMax, int(math.Float64frombits(binary.BigEndian.Uint64(packed[8*(aN-1):]))))
-		args[0] = string(packed)
-		if len(periods) > 0 {
-			spans := []byte(args[spansArg].(string))
-			raise(spans, 0, 4, 4, len(periods))
-			args[spansArg] = string(spans)
-		}
+	// A charge with no deadline: it was served already.
+	c := chargeCall{identity: identity, plan: plan, cost: cost, record: true, overdraft: true}
+	reply, err := r.withRestores(ctx, &c, func() (string, error) {
+		keys, args := r.chargeArgs(&c)
+		// The mark is the charged identity's: the script makes every part
+		// or none.
 		keys = append(keys, r.key(identity)+":overdraft:"+id)
 		args = append(args, strconv.FormatInt(OverdraftIDLife.Milliseconds(), 10))
 		reply, err := overdraftScript.Run(ctx, r.client, keys, args...).Text()
@@ -85,21 +71,11 @@ func (r *Redis) ChargeOverdraft(ctx context.Context, identity string, plan Plan,
 	case reply == duplicateReply:
 		return Decision{}, false, nil
 	}
-	d, err := r.decision(identity, plan, sliding, periods, cost, reply)
+	d, err := r.decision(&c, reply)
 	if err == nil && !d.Allowed {
 		err = fmt.Errorf("quota: overdraft: the script did not record the charge")
 	}
 	return d, err == nil, err
-}
-
-// raise sets the max of each of n limits in packed, charge arguments as
-// doubles, to overdraftMax: the limits start after field from (counted
-// from 1, as the script does), each of per fields, its max the field at.
-func raise(packed []byte, from, per, at, n int) {
-	for k := range n {
-		f := from + per*k + at
-		binary.BigEndian.PutUint64(packed[8*(f-1):], math.Float64bits(overdraftMax))
-	}
 }
 
 // ChargeOverdraft passes an overdraft charge on to the store, if it makes

@@ -156,10 +156,9 @@ func (r *Redis) Peek(ctx context.Context, identity string, plan Plan) (Decision,
 // along before it in the same pipeline on its first send; sent reports
 // whether they went.
 func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64, record bool, along []redis.Cmder) (d Decision, sent bool, err error) {
-	sliding, periods := plan.split()
-	deadline := r.deadline(ctx)
-	reply, err := r.withRestores(ctx, identity, plan, periods, func(restore []restoreValue) (string, error) {
-		keys, args := r.chargeCallRestoring(identity, plan, sliding, periods, cost, record, deadline, restore)
+	c := chargeCall{identity: identity, plan: plan, cost: cost, record: record, deadline: r.deadline(ctx)}
+	reply, err := r.withRestores(ctx, &c, func() (string, error) {
+		keys, args := r.chargeArgs(&c)
 		var cmd *redis.Cmd
 		if len(along) == 0 || sent {
 			cmd = chargeScript.Run(ctx, r.client, keys, args...)
@@ -187,66 +186,113 @@ func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64,
 	case reply == lateReply:
 		return Decision{}, sent, ErrLate
 	}
-	d, err = r.decision(identity, plan, sliding, periods, cost, reply)
+	d, err = r.decision(&c, reply)
 	return d, sent, err
+}
+
+// chargeCall is one decision of the charge script: what it is asked, and
+// the units of lost counters to restore (restore, per period of the
+// decision's parts in order, when its start is set).
+type chargeCall struct {
+	identity string
+	plan     Plan
+	cost     int64
+	record   bool
+	deadline int64 // see Redis.deadline
+	// overdraft raises every max above any sum: the cost is recorded
+	// whether it fits or not (ChargeOverdraft).
+	overdraft bool
+	restore   []restoreValue
 }
 
 // withRestores sends a charge with send, and when the script finds
 // counters of calendar periods missing, looks their units up (the
-// PeriodSource) and sends it again with them: the loop Charge, Peek and
-// ChargeOverdraft share. A second miss means a period began in between;
-// a third is an error.
-func (r *Redis) withRestores(ctx context.Context, identity string, plan Plan, periods []int, send func([]restoreValue) (string, error)) (string, error) {
-	var restore []restoreValue
+// PeriodSource) into c.restore and sends it again: the loop Charge, Peek
+// and ChargeOverdraft share. A second miss means a period began in
+// between; a third is an error.
+func (r *Redis) withRestores(ctx context.Context, c *chargeCall, send func() (string, error)) (string, error) {
 	for tries := 0; ; tries++ {
-		reply, err := send(restore)
+		reply, err := send()
 		if err != nil || !strings.HasPrefix(reply, restoreReply) {
 			return reply, err
 		}
 		if tries == 2 {
-			return "", fmt.Errorf("quota: charge: the counters of %q are still missing after %d restores", identity, tries)
+			return "", fmt.Errorf("quota: charge: the counters of %q are still missing after %d restores", c.identity, tries)
 		}
-		if restore, err = r.restore(ctx, identity, plan, periods, header(reply[len(restoreReply):])); err != nil {
+		if err := r.restore(ctx, c, header(reply[len(restoreReply):])); err != nil {
 			return "", err
 		}
 	}
 }
 
-// decision reads the charge script's reply: the header as written, then,
-// if nothing was admitted, whether the cost fits and when it does in each
-// window, then each period's use, start and end. The log's windows are the
-// plan's sliding ones, then its history window if it has one: the reply's
-// fields of the first are in plan order, and the last is never read.
-func (r *Redis) decision(identity string, plan Plan, sliding, periods []int, cost int64, reply string) (Decision, error) {
-	n, np := windowCount(plan, sliding), len(periods)
-	size, tail := 8*headerFields(n), 24*np
-	admitted := len(reply) == size+tail
-	if !admitted && len(reply) != size+8*(1+n)+tail {
-		return Decision{}, fmt.Errorf("quota: charge: script returned %d bytes, want %d or %d", len(reply), size+tail, size+8*(1+n)+tail)
+// decision reads the charge script's reply: per part, the header as
+// written, then, if nothing was admitted, whether the cost fits and when
+// it does in each window, then each period's use, start and end. A part's
+// log's windows are its plan's sliding ones, then its history window if
+// it has one: the reply's fields of the first are in plan order, and the
+// last is never read.
+func (r *Redis) decision(c *chargeCall, reply string) (Decision, error) {
+	var sizes [1 + MaxShared]int // of each part's reply, admitted
+	admitted, denied := 0, 0
+	for k := range c.plan.parts() {
+		p := c.plan.partPlan(k)
+		sliding, periods := p.split()
+		n := windowCount(p, sliding)
+		sizes[k] = 8*headerFields(n) + 24*len(periods)
+		admitted += sizes[k]
+		denied += sizes[k] + 8*(1+n)
 	}
-	h, extra, ps := header(reply[:size]), header(reply[size:len(reply)-tail]), header(reply[len(reply)-tail:])
-	now := h.field(redislayout.Last)
-	raw := make([]limitUsage, len(plan.Limits))
-	for k, i := range sliding {
-		raw[i] = limitUsage{used: h.window(k, redislayout.Sum), oldest: h.window(k, redislayout.Oldest), freeAt: -1}
-		if !admitted {
-			raw[i].freeAt = extra.field(2 + k)
+	if len(reply) != admitted && len(reply) != denied {
+		return Decision{}, fmt.Errorf("quota: charge: script returned %d bytes, want %d or %d", len(reply), admitted, denied)
+	}
+	made := len(reply) == admitted
+	var rawArr [8]limitUsage
+	raw := rawArr[:]
+	if n := c.plan.limitCount(); n > len(rawArr) {
+		raw = make([]limitUsage, n)
+	}
+	raw = raw[:c.plan.limitCount()]
+	var outsArr [1 + MaxShared]partOutcome
+	outs := outsArr[:c.plan.parts()]
+	var now int64
+	allowed := made
+	for k, off := 0, 0; k < len(outs); k++ {
+		p := c.plan.partPlan(k)
+		sliding, periods := p.split()
+		n, np := windowCount(p, sliding), len(periods)
+		size, tail := 8*headerFields(n), 24*np
+		part := reply[:sizes[k]]
+		if !made {
+			part = reply[:sizes[k]+8*(1+n)]
 		}
-	}
-	marks := newPeriodMarks(np)
-	for k, i := range periods {
-		used, start, end := ps.field(1+3*k), ps.field(2+3*k), ps.field(3+3*k)
-		raw[i] = periodUsage(plan.Limits[i], used, end, cost, admitted)
-		marks[k] = periodMark{name: plan.Limits[i].Name, start: start}
-	}
-	index := int64(-1)
-	if admitted {
-		index = h.field(redislayout.First) + h.field(redislayout.Tail) - 1
+		reply = reply[len(part):]
+		h, extra, ps := header(part[:size]), header(part[size:len(part)-tail]), header(part[len(part)-tail:])
+		now = h.field(redislayout.Last) // the same in every part
+		praw := raw[off : off+len(p.Limits)]
+		off += len(p.Limits)
+		for j, i := range sliding {
+			praw[i] = limitUsage{used: h.window(j, redislayout.Sum), oldest: h.window(j, redislayout.Oldest), freeAt: -1}
+			if !made {
+				praw[i].freeAt = extra.field(2 + j)
+			}
+		}
+		outs[k].marks = newPeriodMarks(np)
+		for j, i := range periods {
+			used, start, end := ps.field(1+3*j), ps.field(2+3*j), ps.field(3+3*j)
+			praw[i] = periodUsage(p.Limits[i], used, end, c.cost, made)
+			outs[k].marks[j] = periodMark{name: p.Limits[i].Name, start: start}
+		}
+		outs[k].index = -1
+		if made {
+			outs[k].index = h.field(redislayout.First) + h.field(redislayout.Tail) - 1
+		} else {
+			allowed = extra.field(1) == 1
+		}
 	}
 	if r.now == nil {
 		r.offset.Observe(now)
 	}
-	return decide(identity, plan, cost, admitted || extra.field(1) == 1, now, raw, []partOutcome{{index: index, marks: marks}}), nil
+	return decide(c.identity, c.plan, c.cost, allowed, now, raw, outs), nil
 }
 
 // restoreValue is the units of a period whose counter Redis lost, as the
@@ -254,108 +300,144 @@ func (r *Redis) decision(identity string, plan Plan, sliding, periods []int, cos
 type restoreValue struct{ start, used int64 }
 
 // restore looks up the counters the charge script found missing: ask holds
-// per missing counter its period (from 1, in the plan's order of periods)
-// and start. It returns what to send the script again.
-func (r *Redis) restore(ctx context.Context, identity string, plan Plan, periods []int, ask header) ([]restoreValue, error) {
+// per missing counter its period (from 1, over the periods of the
+// decision's parts in order) and start. It asks the PeriodSource once a
+// part, and keeps what to send the script again in c.restore.
+func (r *Redis) restore(ctx context.Context, c *chargeCall, ask header) error {
+	total := 0
+	for k := range c.plan.parts() {
+		_, periods := c.plan.partPlan(k).split()
+		total += len(periods)
+	}
+	if c.restore == nil {
+		c.restore = make([]restoreValue, total)
+	}
 	n := len(ask) / 16
-	keys := make([]PeriodKey, n)
-	for k := range n {
-		i, start := ask.field(1+2*k), ask.field(2+2*k)
-		if i < 1 || int(i) > len(periods) {
-			return nil, fmt.Errorf("quota: charge: script asked to restore period %d of %d", i, len(periods))
+	for k, first, q := 0, 0, 0; k < c.plan.parts(); k++ {
+		// The asks of part k: its periods are first+1 to first+len(periods).
+		p := c.plan.partPlan(k)
+		_, periods := p.split()
+		var keys []PeriodKey
+		var at []int // their indexes in c.restore
+		for ; q < n; q++ {
+			i, start := int(ask.field(1+2*q)), ask.field(2+2*q)
+			if i < 1 || i > total {
+				return fmt.Errorf("quota: charge: script asked to restore period %d of %d", i, total)
+			}
+			if i > first+len(periods) {
+				break
+			}
+			keys = append(keys, PeriodKey{Limit: p.Limits[periods[i-first-1]].Name, Start: time.UnixMicro(start)})
+			at = append(at, i-1)
 		}
-		keys[k] = PeriodKey{Limit: plan.Limits[periods[i-1]].Name, Start: time.UnixMicro(start)}
+		first += len(periods)
+		if len(keys) == 0 {
+			continue
+		}
+		identity := c.plan.partIdentity(c.identity, k)
+		units, err := r.source.PeriodUsage(ctx, identity, keys)
+		if err != nil {
+			return fmt.Errorf("quota: restoring the counters of %q: %w", identity, err)
+		}
+		if len(units) != len(keys) {
+			return fmt.Errorf("quota: restoring the counters of %q: %d units for %d periods", identity, len(units), len(keys))
+		}
+		for j, i := range at {
+			c.restore[i] = restoreValue{start: keys[j].Start.UnixMicro(), used: max(units[j], 0)}
+		}
 	}
-	units, err := r.source.PeriodUsage(ctx, identity, keys)
-	if err != nil {
-		return nil, fmt.Errorf("quota: restoring the counters of %q: %w", identity, err)
-	}
-	if len(units) != n {
-		return nil, fmt.Errorf("quota: restoring the counters of %q: %d units for %d periods", identity, len(units), n)
-	}
-	vs := make([]restoreValue, len(periods))
-	for k := range n {
-		vs[ask.field(1+2*k)-1] = restoreValue{start: keys[k].Start.UnixMicro(), used: max(units[k], 0)}
-	}
-	return vs, nil
-}
-
-// chargeCall returns the keys and arguments of charge.lua for a charge
-// whose missing counters are looked up (with a PeriodSource) or counted
-// from zero: see chargeCallRestoring.
-func (r *Redis) chargeCall(identity string, plan Plan, sliding, periods []int, cost int64, record bool, deadline int64) ([]string, []any) {
-	return r.chargeCallRestoring(identity, plan, sliding, periods, cost, record, deadline, nil)
+	return nil
 }
 
 // The charge arguments fit in the shape of a header: the shared ones before
 // the first window's fields, a limit's within its window's.
-const _ = uint(redislayout.Shared-aDeadline) + uint(redislayout.Per-aMax)
+const _ = uint(redislayout.Shared-aPeriods) + uint(redislayout.Per-aMax)
 
-// chargeCallRestoring returns the keys and arguments of charge.lua: the
-// numbers packed as big-endian doubles (see the a* fields), so the script
-// parses no number, their struct format and that of a record, and the
-// log's TTL; then, for a plan with periods, their spans, fields and what to
-// do with a missing counter: restore it from restore (per period, in plan
-// order, when its start is set), or else ask for it or count from zero.
-func (r *Redis) chargeCallRestoring(identity string, plan Plan, sliding, periods []int, cost int64, record bool, deadline int64, restore []restoreValue) ([]string, []any) {
-	n := windowCount(plan, sliding)
-	tb, cb := recordWidths(plan)
-	packed := make([]byte, 8*headerFields(n)) // zeros: 0.0 is all zero bits
-	set := func(f int, v int64) { binary.BigEndian.PutUint64(packed[8*(f-1):], math.Float64bits(float64(v))) }
-	set(aRecord, boolNum(record))
-	set(aCost, cost)
-	set(aNow, r.nowMicros())
-	set(aTB, int64(tb))
-	set(aCB, int64(cb))
-	set(aN, int64(n))
-	set(aDeadline, deadline)
-	limit := func(k int, window time.Duration, most int64) { // k from 0
-		set(redislayout.WindowField(k, aWindow), window.Microseconds())
-		set(redislayout.WindowField(k, aMax), most)
-	}
-	for k, i := range sliding {
-		limit(k, plan.Limits[i].Window, plan.Limits[i].Max)
-	}
-	if plan.historyWindow() {
-		limit(len(sliding), plan.History, historyMax)
-	}
-	keys := []string{r.key(identity)}
-	args := []any{string(packed), headerFormat(n), recordFormats[tb][cb], longestMillis(plan)}
-	if len(periods) == 0 {
-		return keys, args
-	}
-	// The periods: the span of each around this process's clock (the
-	// script picks the period that holds Redis's), its max, and its
-	// field in the counters.
-	keys = append(keys, r.countersKey(identity))
+// chargeArgs returns the keys and arguments of charge.lua for c (see
+// charge.lua), per part: its log's key, and its counters' for a plan with
+// periods; its numbers packed as big-endian doubles (see the a* fields),
+// so the script parses no number, their struct format and that of a
+// record, and the log's TTL; then, for a plan with periods, their spans,
+// fields and what to do with a missing counter: restore it from
+// c.restore, or else ask for it or count from zero.
+func (r *Redis) chargeArgs(c *chargeCall) ([]string, []any) {
+	keys := make([]string, 0, 2*c.plan.parts())
+	args := make([]any, 0, 4*c.plan.parts())
+	nowMicros := r.nowMicros()
 	now := time.Now()
 	if r.now != nil {
 		now = r.now()
 	}
-	spans := make([]byte, 0, 8*4*len(periods))
-	for _, i := range periods {
-		sp := plan.Limits[i].Period.spanAt(now, plan.location())
-		for _, v := range []int64{sp.start, sp.end, sp.next, plan.Limits[i].Max} {
-			spans = binary.BigEndian.AppendUint64(spans, math.Float64bits(float64(v)))
+	restore := c.restore
+	for k := range c.plan.parts() {
+		identity, plan := c.plan.partIdentity(c.identity, k), c.plan.partPlan(k)
+		sliding, periods := plan.split()
+		n := windowCount(plan, sliding)
+		tb, cb := recordWidths(plan)
+		packed := make([]byte, 8*headerFields(n)) // zeros: 0.0 is all zero bits
+		set := func(f int, v int64) { binary.BigEndian.PutUint64(packed[8*(f-1):], math.Float64bits(float64(v))) }
+		set(aRecord, boolNum(c.record))
+		set(aCost, c.cost)
+		set(aNow, nowMicros)
+		set(aDeadline, c.deadline)
+		set(aTB, int64(tb))
+		set(aCB, int64(cb))
+		set(aN, int64(n))
+		set(aPeriods, int64(len(periods)))
+		most := func(l Limit) int64 {
+			if c.overdraft {
+				return overdraftMax
+			}
+			return l.Max
 		}
-	}
-	args = append(args, string(spans))
-	for _, i := range periods {
-		args = append(args, plan.Limits[i].Name)
-	}
-	missing := make([]byte, 0, 16*len(periods))
-	for k := range periods {
-		v := restoreValue{used: restoreNone}
-		switch {
-		case k < len(restore) && restore[k].start != 0:
-			v = restore[k]
-		case r.source != nil:
-			v.used = restoreAsk
+		limit := func(j int, window time.Duration, most int64) { // j from 0
+			set(redislayout.WindowField(j, aWindow), window.Microseconds())
+			set(redislayout.WindowField(j, aMax), most)
 		}
-		missing = binary.BigEndian.AppendUint64(missing, math.Float64bits(float64(v.start)))
-		missing = binary.BigEndian.AppendUint64(missing, math.Float64bits(float64(v.used)))
+		for j, i := range sliding {
+			limit(j, plan.Limits[i].Window, most(plan.Limits[i]))
+		}
+		if plan.historyWindow() {
+			limit(len(sliding), plan.History, historyMax)
+		}
+		keys = append(keys, r.key(identity))
+		args = append(args, string(packed), headerFormat(n), recordFormats[tb][cb], longestMillis(plan))
+		if len(periods) == 0 {
+			continue
+		}
+		// The periods: the span of each around this process's clock (the
+		// script picks the period that holds Redis's), its max, and its
+		// field in the counters.
+		keys = append(keys, r.countersKey(identity))
+		spans := make([]byte, 0, 8*4*len(periods))
+		for _, i := range periods {
+			sp := plan.Limits[i].Period.spanAt(now, plan.location())
+			for _, v := range []int64{sp.start, sp.end, sp.next, most(plan.Limits[i])} {
+				spans = binary.BigEndian.AppendUint64(spans, math.Float64bits(float64(v)))
+			}
+		}
+		args = append(args, string(spans))
+		for _, i := range periods {
+			args = append(args, plan.Limits[i].Name)
+		}
+		missing := make([]byte, 0, 16*len(periods))
+		for range periods {
+			v := restoreValue{used: restoreNone}
+			switch {
+			case len(restore) > 0 && restore[0].start != 0:
+				v = restore[0]
+			case r.source != nil:
+				v.used = restoreAsk
+			}
+			if len(restore) > 0 {
+				restore = restore[1:]
+			}
+			missing = binary.BigEndian.AppendUint64(missing, math.Float64bits(float64(v.start)))
+			missing = binary.BigEndian.AppendUint64(missing, math.Float64bits(float64(v.used)))
+		}
+		args = append(args, string(missing))
 	}
-	return keys, append(args, string(missing))
+	return keys, args
 }
 
 // deadline is when, in Redis time, a charge must be made for its reply
@@ -388,9 +470,11 @@ func longestMillis(plan Plan) string {
 	return strconv.FormatInt(plan.keep().Milliseconds(), 10)
 }
 
-// Refund removes an admitted charge. It reports whether it did: false means
-// the receipt's charge was already refunded, settled away or has expired, so
-// calling it twice is safe. The zero Receipt returns an error matching
+// Refund removes an admitted charge, in every part of it (the plan's
+// Shared identities' too), in one script. It reports whether it did in
+// any: false means the receipt's charge was already refunded, settled
+// away or has expired, so calling it twice is safe; each part is refunded
+// once however often it is called. The zero Receipt returns an error matching
 // ErrInvalid; any other error is Redis's, wrapped, after which the refund
 // may or may not have been made (see Store).
 func (r *Redis) Refund(ctx context.Context, rc Receipt) (bool, error) {
@@ -401,8 +485,9 @@ func (r *Redis) Refund(ctx context.Context, rc Receipt) (bool, error) {
 // Settle lowers an admitted charge to the actual cost, once the work is done
 // and its real price known, and returns the receipt of the lowered charge.
 // Raising a charge is refused: admitting more than was checked would break
-// the limit. Settling to 0 is a refund. A receipt whose charge is gone
-// reports false and changes nothing. The zero Receipt, or actual outside
+// the limit. Settling to 0 is a refund. Every part of the charge is
+// lowered, each once. A receipt whose charge is gone reports false and
+// changes nothing. The zero Receipt, or actual outside
 // [0, rc.Cost()], returns an error matching ErrInvalid; any other error is
 // Redis's, wrapped (see Store).
 func (r *Redis) Settle(ctx context.Context, rc Receipt, actual int64) (Receipt, bool, error) {
@@ -413,13 +498,21 @@ func (r *Redis) settle(ctx context.Context, rc Receipt, actual int64) (Receipt, 
 	if err := checkSettle(rc, actual); err != nil {
 		return Receipt{}, false, err
 	}
-	keys := []string{r.key(rc.identity)}
-	args := []any{rc.index, rc.at, rc.cost, actual}
-	for _, m := range rc.marks() {
-		if len(keys) == 1 {
-			keys = append(keys, r.countersKey(rc.identity))
+	n := rc.parts()
+	keys := make([]string, 0, 2*n)
+	args := make([]any, 1, 1+4*n)
+	args[0] = actual
+	for k := range n {
+		p := rc.part(k)
+		ms := p.marks()
+		keys = append(keys, r.key(p.identity))
+		if len(ms) > 0 {
+			keys = append(keys, r.countersKey(p.identity))
 		}
-		args = append(args, m.name, m.start)
+		args = append(args, p.index, p.at, p.cost, len(ms))
+		for _, m := range ms {
+			args = append(args, m.name, m.start)
+		}
 	}
 	found, err := settleScript.Run(ctx, r.client, keys, args...).Int()
 	switch {
@@ -430,8 +523,7 @@ func (r *Redis) settle(ctx context.Context, rc Receipt, actual int64) (Receipt, 
 	case actual == 0:
 		return Receipt{}, true, nil
 	}
-	rc.cost = actual
-	return rc, true, nil
+	return rc.withCost(actual), true, nil
 }
 
 // PeriodUnits is what a durable copy holds of one period: its limit and

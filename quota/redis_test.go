@@ -427,22 +427,27 @@ func TestKeysExpire(t *testing.T) {
 // An identity's log is in its hash tag's cluster slot whatever bytes the
 // identity holds, so keys added beside it share the slot: the tag is the
 // escaped identity, which braces in it cannot steer, and identities spread
-// over slots.
+// over slots. A member identity's keys are in its group's slot.
 func TestClusterHashTag(t *testing.T) {
 	ctx := context.Background()
 	c := clusterClient(t)
 	s := NewRedis(c, WithPrefix("tileapi:q:"))
 	slots := map[int64]bool{}
-	for _, id := range []string{"plain", "{x}", "a}b{c", "}", "{", "with space", "\x00\xff", "k:{user1}", "ab", "ba", "abc"} {
+	for _, id := range []string{"plain", "{x", "a}b{c", "}", "{", "{a b}c", "with space", "\x00\xff", "k:{user1}", "ab", "ba", "abc"} {
 		key := s.key(id)
 		slot := c.ClusterKeySlot(ctx, key).Val()
 		if tagged := c.ClusterKeySlot(ctx, "other{"+redislayout.EscapeIdentity(id)+"}").Val(); tagged != slot {
 			t.Errorf("%q: key %q is in slot %d, not its tag's slot %d", id, key, slot, tagged)
 		}
 		slots[slot] = true
+		for _, member := range []string{"", "key:1", "{x}", "a b"} {
+			if m := Member(id, member); c.ClusterKeySlot(ctx, s.key(m)).Val() != slot || c.ClusterKeySlot(ctx, s.countersKey(m)).Val() != slot {
+				t.Errorf("%q: the keys of its member %q are not in its slot", id, m)
+			}
+		}
 	}
 	if len(slots) < 3 {
-		t.Errorf("11 identities landed in only %d slots: the hash tag is not the identity", len(slots))
+		t.Errorf("12 identities landed in only %d slots: the hash tag is not the identity", len(slots))
 	}
 }
 

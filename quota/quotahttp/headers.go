@@ -54,7 +54,7 @@ func ExposedHeaders() []string {
 // (a month's w is that month's length), and building it is a good part of
 // what the headers cost a request.
 type policyCache struct {
-	plans sync.Map                     // plan name → *cachedPolicy
+	plans sync.Map                     // policyKey → *cachedPolicy
 	last  atomic.Pointer[cachedPolicy] // the one used last: most gates have one plan, or a few
 	// clock reads the time the period of a calendar limit is found at; nil
 	// is time.Now. Tests set the store's.
@@ -65,8 +65,8 @@ type policyCache struct {
 // RateLimit-Policy, each limit's w, and each limit's maximum as an
 // X-RateLimit-Limit value.
 type cachedPolicy struct {
-	plan    string
-	loc     *time.Location
+	plan    string           // policyKey of its plan
+	locs    []*time.Location // by limit: its plan's (a Shared plan's has its own)
 	limits  []quota.Limit
 	windows []int64    // w, by limit: the window, or the length of the period ends names
 	ends    []int64    // by limit: the end of the period w measures, Unix seconds; 0 for a window
@@ -77,9 +77,15 @@ type cachedPolicy struct {
 // policy returns the shared header values of d's limits, under plan.
 func (c *policyCache) policy(plan quota.Plan, d quota.Decision) *cachedPolicy {
 	var now time.Time // read only for a plan with a calendar period
+	key := policyKey(plan)
 	current := func(p *cachedPolicy) bool {
-		if p == nil || p.plan != plan.Name || p.loc != plan.Location || !p.matches(d) {
+		if p == nil || p.plan != key || !p.matches(d) {
 			return false
+		}
+		for i, loc := range p.locs { // as many as d's limits (matches)
+			if loc != limitLocation(plan, i) {
+				return false
+			}
 		}
 		return p.current(d, func() time.Time {
 			if now.IsZero() {
@@ -91,7 +97,7 @@ func (c *policyCache) policy(plan quota.Plan, d quota.Decision) *cachedPolicy {
 	if p := c.last.Load(); current(p) {
 		return p
 	}
-	if v, ok := c.plans.Load(plan.Name); ok {
+	if v, ok := c.plans.Load(key); ok {
 		if p := v.(*cachedPolicy); current(p) {
 			c.last.Store(p)
 			return p
@@ -101,7 +107,7 @@ func (c *policyCache) policy(plan quota.Plan, d quota.Decision) *cachedPolicy {
 		now = c.now()
 	}
 	p := newCachedPolicy(plan, d, now)
-	c.plans.Store(plan.Name, p)
+	c.plans.Store(key, p)
 	c.last.Store(p)
 	return p
 }
@@ -135,20 +141,51 @@ func (p *cachedPolicy) current(d quota.Decision, now func() time.Time) bool {
 	return true
 }
 
+// policyKey names the policy of plan in the cache: its name, and its
+// Shared plans' (two keys of one plan may share different customers'
+// plans).
+func policyKey(plan quota.Plan) string {
+	if len(plan.Shared) == 0 {
+		return plan.Name
+	}
+	key := plan.Name
+	for _, s := range plan.Shared {
+		key += "\x00" + s.Plan.Name
+	}
+	return key
+}
+
+// limitLocation returns the time zone of limit i of a decision under plan
+// (its limits, then its Shared plans'): that of the plan it belongs to.
+func limitLocation(plan quota.Plan, i int) *time.Location {
+	if i < len(plan.Limits) {
+		return plan.Location
+	}
+	i -= len(plan.Limits)
+	for _, s := range plan.Shared {
+		if i < len(s.Plan.Limits) {
+			return s.Plan.Location
+		}
+		i -= len(s.Plan.Limits)
+	}
+	return nil
+}
+
 func newCachedPolicy(plan quota.Plan, d quota.Decision, now time.Time) *cachedPolicy {
 	p := &cachedPolicy{
-		plan:    plan.Name,
-		loc:     plan.Location,
+		plan:    policyKey(plan),
+		locs:    make([]*time.Location, len(d.Limits)),
 		limits:  make([]quota.Limit, len(d.Limits)),
 		windows: make([]int64, len(d.Limits)),
 		ends:    make([]int64, len(d.Limits)),
 		maxes:   make([][]string, len(d.Limits)),
 	}
-	loc := plan.Location
-	if loc == nil {
-		loc = time.UTC
-	}
 	for i, s := range d.Limits {
+		p.locs[i] = limitLocation(plan, i)
+		loc := p.locs[i]
+		if loc == nil {
+			loc = time.UTC
+		}
 		p.limits[i] = s.Limit
 		p.maxes[i] = []string{strconv.FormatInt(s.Limit.Max, 10)}[:1:1]
 		if s.Limit.Period == quota.Sliding {

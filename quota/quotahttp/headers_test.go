@@ -128,3 +128,59 @@ func TestEffectiveWindowOfAnEmptyWindow(t *testing.T) {
 		t.Errorf("RateLimit %q, want %q", got, want)
 	}
 }
+
+// A key's plan that shares its customer's: the headers list every limit,
+// the key's and the customer's, and X-RateLimit-* describe the one that
+// binds, the customer's once it is the tighter; the 429's problem names
+// the customer's plan. The customer's day is a day in its own time zone
+// (Paris, where 29 March 2026 is 23 hours long), not the key's (UTC).
+func TestSharedPlanHeaders(t *testing.T) {
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	customer, err := quota.NewPlan("business", quota.Limit{Name: "customer.minute", Max: 90, Window: time.Minute}, quota.Limit{Name: "customer.day", Max: 1000, Period: quota.Day})
+	if err != nil {
+		t.Fatal(err)
+	}
+	customer.Location = paris
+	key, err := quota.NewPlan("key", quota.PerMinute(60))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key.Shared = []quota.Shared{{Identity: "customer:7", Plan: customer}}
+	now := time.Date(2026, 3, 29, 12, 0, 0, 0, paris)
+	g := New(quota.NewMemory(func() time.Time { return now }), WithPlan(key), WithCost(func(*http.Request) (int64, error) { return 40, nil }),
+		WithIdentity(func(r *http.Request) (string, error) { return quota.Member("customer:7", r.Header.Get("Key")), nil }))
+	g.policies.clock = func() time.Time { return now }
+	h := g.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for _, c := range []struct {
+		key                string
+		status             int
+		limit, remaining   string
+		minute, customerMn int64 // r of each minute
+	}{
+		{"key:1", http.StatusOK, "60", "20", 20, 50},
+		{"key:2", http.StatusOK, "90", "10", 20, 10},
+		{"key:3", http.StatusTooManyRequests, "90", "10", 60, 10},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("Key", c.key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.status || w.Header().Get("X-RateLimit-Limit") != c.limit || w.Header().Get("X-RateLimit-Remaining") != c.remaining {
+			t.Errorf("%s: %d, X-RateLimit-Limit %q, -Remaining %q; want %d, %s, %s", c.key, w.Code,
+				w.Header().Get("X-RateLimit-Limit"), w.Header().Get("X-RateLimit-Remaining"), c.status, c.limit, c.remaining)
+		}
+		state := limitParams(t, w.Header().Values("RateLimit"), "r", "t")
+		if state["minute"]["r"] != c.minute || state["customer.minute"]["r"] != c.customerMn {
+			t.Errorf("%s: RateLimit %q, want r=%d for minute and %d for customer.minute", c.key, w.Header().Get("RateLimit"), c.minute, c.customerMn)
+		}
+		if policy := limitParams(t, w.Header().Values("RateLimit-Policy"), "q", "w"); policy["customer.day"]["w"] != 23*3600 || policy["minute"]["q"] != 60 {
+			t.Errorf("%s: RateLimit-Policy %q, want the minute's q=60 and the customer's 23-hour day", c.key, w.Header().Get("RateLimit-Policy"))
+		}
+		if c.status == http.StatusTooManyRequests && !strings.Contains(w.Body.String(), `plan \"business\"`) {
+			t.Errorf("%s: the problem %s does not name the customer's plan", c.key, w.Body.String())
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -68,12 +69,12 @@ func ProblemFor(err error) *Problem {
 			resets := ResetTime(time.Now(), d.RetryAfter)
 			p = NewProblem(http.StatusTooManyRequests, "quota-exhausted", "Quota exhausted",
 				fmt.Sprintf("limit %q of plan %q (%d units a %s) has %d units left; this request costs %d; it starts again at %s",
-					l.Limit.Name, denied.Plan.Name, l.Limit.Max, l.Limit.Period, l.Remaining, denied.Cost, resets))
+					l.Limit.Name, planOf(denied.Plan, l.Limit.Name), l.Limit.Max, l.Limit.Period, l.Remaining, denied.Cost, resets))
 			p.ResetsAt = resets
 		} else {
 			p = NewProblem(http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded",
 				fmt.Sprintf("limit %q of plan %q (%d units per %s) has %d units left; this request costs %d",
-					l.Limit.Name, denied.Plan.Name, l.Limit.Max, l.Limit.Window, l.Remaining, denied.Cost))
+					l.Limit.Name, planOf(denied.Plan, l.Limit.Name), l.Limit.Max, l.Limit.Window, l.Remaining, denied.Cost))
 		}
 		p.Limit, p.Cost = l.Limit.Name, denied.Cost
 		p.RetryAfterMS = max(1, ceilDiv(d.RetryAfter.Microseconds(), 1000))
@@ -82,7 +83,7 @@ func ProblemFor(err error) *Problem {
 		l := tooCostly.Limit
 		p := NewProblem(http.StatusUnprocessableEntity, "cost-exceeds-plan", "Request costs more than the plan allows",
 			fmt.Sprintf("this request costs %d units; limit %q of plan %q admits at most %d in any %s",
-				tooCostly.Cost, l.Name, tooCostly.Plan.Name, l.Max, periodOrWindow(l)))
+				tooCostly.Cost, l.Name, planOf(tooCostly.Plan, l.Name), l.Max, periodOrWindow(l)))
 		p.Cost, p.Limit, p.MaxCost = tooCostly.Cost, l.Name, tooCostly.Plan.MaxCost()
 		return p
 	case errors.As(err, &down):
@@ -134,4 +135,15 @@ func (p *Problem) Write(w http.ResponseWriter, body any) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// planOf returns the name of the plan of a charge under plan that has the
+// limit named limit: plan's own, or one of its Shared plans'.
+func planOf(plan quota.Plan, limit string) string {
+	for _, s := range plan.Shared {
+		if slices.ContainsFunc(s.Plan.Limits, func(l quota.Limit) bool { return l.Name == limit }) {
+			return s.Plan.Name
+		}
+	}
+	return plan.Name
 }
