@@ -405,3 +405,48 @@ func TestSharedPartsRecorded(t *testing.T) {
 		}
 	}
 }
+
+// A customer's month survives a Redis restart as a key's does: 30 of its
+// 50 units spent by two of its keys, written to the ledger, then Redis
+// restarts without persistence; 20 are left, whichever key asks.
+func TestRedisRestartKeepsTheCustomersMonth(t *testing.T) {
+	pool := spatialtest.Migrated(t)
+	srv := quotatest.StartRedisServer(t)
+	client := quotatest.NewClient(t, srv.URL())
+	l := New(pool, Options{})
+	store := l.Store(quota.NewRedis(client, quota.WithPeriodSource(l)))
+	ctx := context.Background()
+	customer, err := quota.NewPlan("team", quota.Limit{Name: "customer.burst", Max: 1 << 30, Window: time.Second}, quota.Limit{Name: "customer.month", Max: 50, Period: quota.Month})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("customer:%d", time.Now().UnixNano())
+	p := monthly(t, 1000)
+	p.Shared = []quota.Shared{{Identity: id, Plan: customer}}
+	members := []string{quota.Member(id, "key:1"), quota.Member(id, "key:2")}
+	for i := range 3 {
+		if d, err := store.Charge(ctx, members[i%2], p, 10); err != nil || !d.Allowed {
+			t.Fatalf("charge: %+v %v", d, err)
+		}
+	}
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	admitted := int64(0)
+	for i := range 10 {
+		d, err := store.Charge(ctx, members[i%2], p, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			admitted += 5
+		}
+	}
+	if admitted != 20 {
+		t.Errorf("after the restart %d more units were served, want 20 (30 of the customer's 50 kept)", admitted)
+	}
+}
