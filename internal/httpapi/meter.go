@@ -97,7 +97,7 @@ func keyRefusal(k keys.Key, err error) error {
 // key keeps its plan. A plan, the key's or its customer's, that this
 // server does not configure refuses the key.
 func (s *Server) planOf(k keys.Key) (plans.Plan, error) {
-	c, err := s.customerOf(k)
+	c, err := s.keyCustomer(k)
 	if err != nil {
 		return plans.Plan{}, err
 	}
@@ -130,10 +130,10 @@ func (s *Server) planOf(k keys.Key) (plans.Plan, error) {
 	return p, nil
 }
 
-// customerOf is k's customer, from the key index; the zero Customer for a
+// keyCustomer is k's customer, from the key index; the zero Customer for a
 // key without one. The index holds the customer of every key it holds: a
 // customer it lacks is a key store that could not be read.
-func (s *Server) customerOf(k keys.Key) (keys.Customer, error) {
+func (s *Server) keyCustomer(k keys.Key) (keys.Customer, error) {
 	if k.CustomerID == 0 {
 		return keys.Customer{}, nil
 	}
