@@ -5,7 +5,9 @@
 // limit of the plan over the trailing window ending now; an admitted charge is
 // recorded in all of them, a denied one in none. There is no window boundary:
 // for every limit and every trailing window of its length, the admitted costs
-// sum to at most its maximum.
+// sum to at most its maximum. A plan may share other identities' plans (a
+// key's customer's): a charge must then fit those too, and is recorded in
+// every identity or in none.
 //
 // Two stores implement it: Redis, which holds one limit exactly across any
 // number of processes (one atomic Lua script a decision, on a single node or a
@@ -101,7 +103,8 @@ const MaxShared = 3
 // It is "{" + group, escaped as in a Redis hash tag, + "}" + member, such
 // as "{customer:7}key:42": an identity that starts with a brace-enclosed
 // tag of letters, digits and "-_.:@%" is a member identity, whoever built
-// it. group should not be empty: an empty tag pins no cluster slot.
+// it. group should be a plain identity, not empty: an empty tag pins no
+// cluster slot, and a member identity's tag is not its own.
 func Member(group, member string) string { return redislayout.Member(group, member) }
 
 // NewPlan returns a validated plan, and Validate's error (matching

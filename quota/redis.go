@@ -112,8 +112,9 @@ func (r *Redis) Allow(ctx context.Context, identity string, plan Plan) (Decision
 	return r.Charge(ctx, identity, plan, 1)
 }
 
-// Charge admits cost units for identity if they fit in every limit of plan,
-// and records them in all of them; a denied charge records nothing. A cost
+// Charge admits cost units for identity if they fit in every limit of plan
+// and of its Shared plans, and records them in all of them; a denied
+// charge records nothing. A cost
 // above a limit's maximum returns a *TooCostlyError; a bad plan or cost an
 // error matching ErrInvalid. Both are reported before any I/O. A charge
 // that reaches Redis after ctx's deadline returns ErrLate and is not made;
