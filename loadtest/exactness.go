@@ -16,6 +16,7 @@ import (
 
 	"github.com/tileapi/tileapi/internal/httpapi"
 	"github.com/tileapi/tileapi/internal/keys"
+	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/quota"
 )
 
@@ -146,7 +147,7 @@ func Exactness(ctx context.Context, c ExactnessConfig) (*ExactnessReport, error)
 	identities := make([]string, len(ks))
 	longest := time.Duration(0)
 	for i, k := range ks {
-		identities[i] = httpapi.KeyIdentity(k.ID)
+		identities[i] = httpapi.KeyIdentity(keys.Key{ID: k.ID}) // planLimits refused keys of a customer
 		for _, l := range limits[i] {
 			longest = max(longest, l.Window)
 		}
@@ -307,7 +308,9 @@ func resolveKeys(ctx context.Context, hc *http.Client, targets []string, ks []Ke
 const periodWindow = 31 * 24 * time.Hour
 
 // planLimits reads each key's limits from GET /v1/quota (which charges
-// nothing) on every target, and checks that the targets agree.
+// nothing) on every target, and checks that the targets agree. A key of a
+// customer is refused: the audit judges each key on its own, and a
+// customer's limits are spent by all its keys.
 func planLimits(ctx context.Context, hc *http.Client, targets []string, ks []Key) ([][]Limit, error) {
 	out := make([][]Limit, len(ks))
 	for i, k := range ks {
@@ -325,6 +328,9 @@ func planLimits(ctx context.Context, hc *http.Client, targets []string, ks []Key
 			}
 			var ls []Limit
 			for _, l := range u.Limits {
+				if strings.HasPrefix(l.Name, plans.CustomerLimitPrefix) {
+					return nil, fmt.Errorf("loadtest: %s: key %d belongs to a customer (limit %s): give keys of no customer", t, k.ID, l.Name)
+				}
 				w := time.Duration(l.WindowMS) * time.Millisecond
 				if l.Period != "" {
 					// A day or month counts everything admitted in it: a run

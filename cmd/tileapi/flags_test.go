@@ -31,16 +31,25 @@ var secrets = map[string]string{
 
 // No command prints a secret it took from the environment: not its usage
 // (-h, help COMMAND, a mistyped flag), not its errors. Every command of
-// run, every keys action.
+// run, every keys and customers action.
 func TestNoSecretPrinted(t *testing.T) {
 	var argss [][]string
 	for name := range commands() {
 		argss = append(argss, []string{name, "-h"}, []string{name, "-no-such-flag"}, []string{"help", name})
 	}
-	for action := range keysActions {
-		argss = append(argss, []string{"keys", action, "-h"}, []string{"keys", action, "-no-such-flag"})
+	for _, g := range []struct {
+		name, usage string
+		actions     map[string]action
+	}{{"keys", keysUsage, keysActions}, {"customers", customersUsage, customersActions}} {
+		for name := range g.actions {
+			if !strings.Contains(g.usage, name) {
+				t.Errorf("%s %s is not in its usage", g.name, name)
+			}
+			argss = append(argss, []string{g.name, name, "-h"}, []string{g.name, name, "-no-such-flag"})
+		}
+		argss = append(argss, []string{g.name, "-no-such-action"})
 	}
-	argss = append(argss, []string{"-h"}, []string{"help"}, []string{"-no-such-flag"}, []string{"keys", "-no-such-action"})
+	argss = append(argss, []string{"-h"}, []string{"help"}, []string{"-no-such-flag"})
 	slices.SortFunc(argss, func(a, b []string) int { return slices.Compare(a, b) })
 	for _, args := range argss {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {

@@ -21,8 +21,9 @@ import (
 	"github.com/tileapi/tileapi/quota"
 )
 
-const keysUsage = `tileapi keys create -plan PLAN [-name NAME] [-kind publishable|secret] | list | revoke ID
-  | set-plan ID PLAN | override ID [NAME=MAX/WINDOW ...] [-max-in-flight N] | override ID -clear
+const keysUsage = `tileapi keys create -plan PLAN [-name NAME] [-kind publishable|secret] [-customer ID] | list | revoke ID
+  | set-plan ID PLAN | set-customer ID CUSTOMER_ID | set-customer ID -none
+  | override ID [NAME=MAX/WINDOW ...] [-max-in-flight N] | override ID -clear
   | restrict ID [-origins O,...] [-allow-no-origin] [-networks CIDR,...] [-routes R,...]
       [-layers L,...] [-sets S,...] | restrict ID -clear
   | expire ID -at RFC3339 | expire ID -in 720h | expire ID -never
@@ -31,72 +32,78 @@ const keysUsage = `tileapi keys create -plan PLAN [-name NAME] [-kind publishabl
   usage and reset read the quotas in Redis: -redis-url URL ($REDIS_URL), -redis-prefix ($TILEAPI_REDIS_PREFIX)`
 
 // runKeys manages the API keys in the database: it creates one (printing
-// its secret once, as the last line of stdout), lists them, revokes one or
-// moves one to another plan.
+// its secret once, as the last line of stdout), lists them, revokes one,
+// moves one to another plan or customer, and more (keysUsage).
 func runKeys(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return runActions(ctx, "keys", keysUsage, keysActions, args, getenv, stdout, stderr)
+}
+
+// runActions runs the action of group (keys, customers) that args name,
+// with its flags and arguments, against the key store of the database.
+func runActions(ctx context.Context, group, usage string, actions map[string]action, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: " + keysUsage)
+		return errors.New("usage: " + usage)
 	}
 	name, args := args[0], args[1:]
 	if name == "-h" || name == "-help" || name == "--help" || name == "help" {
-		_, err := fmt.Fprintln(stdout, "usage: "+keysUsage)
+		_, err := fmt.Fprintln(stdout, "usage: "+usage)
 		return err
 	}
-	action, ok := keysActions[name]
+	a, ok := actions[name]
 	if !ok {
-		return fmt.Errorf("unknown keys command %q; usage: %s", name, keysUsage)
+		return fmt.Errorf("unknown %s command %q; usage: %s", group, name, usage)
 	}
-	fs := flag.NewFlagSet("keys "+name, flag.ContinueOnError)
+	fs := flag.NewFlagSet(group+" "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dbURL := databaseFlag(fs, getenv)
-	prepare := action.flags(fs, getenv)
+	prepare := a.flags(fs, getenv)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != action.args && !(action.args < 0 && len(pos) >= 1) {
-		return fmt.Errorf("keys %s: want %d arguments, have %q; usage: %s", name, action.args, pos, keysUsage)
+	if len(pos) != a.args && !(a.args < 0 && len(pos) >= 1) {
+		return fmt.Errorf("%s %s: want %d arguments, have %q; usage: %s", group, name, a.args, pos, usage)
 	}
 	var id int64
-	if action.args != 0 {
+	if a.args != 0 {
 		if id, err = strconv.ParseInt(pos[0], 10, 64); err != nil {
-			return fmt.Errorf("keys %s: key id %q is not a number", name, pos[0])
+			return fmt.Errorf("%s %s: id %q is not a number", group, name, pos[0])
 		}
 	}
 	// What can be checked without the database is, before connecting.
 	run, err := prepare(id, pos)
 	if err != nil {
-		return fmt.Errorf("keys %s: %w", name, err)
+		return fmt.Errorf("%s %s: %w", group, name, err)
 	}
 	pool, _, err := connect(ctx, *dbURL)
 	if err != nil {
-		return fmt.Errorf("keys %s: %w", name, err)
+		return fmt.Errorf("%s %s: %w", group, name, err)
 	}
 	defer pool.Close()
 	if err := run(ctx, keys.NewPostgres(pool), stdout); err != nil {
-		return fmt.Errorf("keys %s: %w", name, err)
+		return fmt.Errorf("%s %s: %w", group, name, err)
 	}
 	return nil
 }
 
-// keysAction is one command of tileapi keys: how many arguments it takes
-// besides flags (-1: a key id and any number more), and its flags. flags
-// defines them on fs and returns prepare, which checks the arguments once
-// parsed (the key id, if it takes one, and the positional ones) and
-// returns the work to run against the key store.
-type keysAction struct {
+// action is one command of tileapi keys or customers: how many arguments
+// it takes besides flags (-1: an id and any number more), and its flags.
+// flags defines them on fs and returns prepare, which checks the
+// arguments once parsed (the id, if it takes one, and the positional
+// ones) and returns the work to run against the key store.
+type action struct {
 	args  int
-	flags func(fs *flag.FlagSet, getenv func(string) string) (prepare func(id int64, pos []string) (keysWork, error))
+	flags func(fs *flag.FlagSet, getenv func(string) string) (prepare func(id int64, pos []string) (work, error))
 }
 
-type keysWork func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error
+type work func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error
 
-var keysActions = map[string]keysAction{
-	"expire": {args: 1, flags: func(fs *flag.FlagSet, _ func(string) string) func(int64, []string) (keysWork, error) {
+var keysActions = map[string]action{
+	"expire": {args: 1, flags: func(fs *flag.FlagSet, _ func(string) string) func(int64, []string) (work, error) {
 		at := fs.String("at", "", "when the key stops working, RFC 3339 (2027-01-01T00:00:00Z)")
 		in := fs.Duration("in", 0, "how long from now the key stops working (720h)")
 		never := fs.Bool("never", false, "the key never expires")
-		return func(id int64, _ []string) (keysWork, error) {
+		return func(id int64, _ []string) (work, error) {
 			t, err := expiryOf(*at, *in, *never, time.Now())
 			if err != nil {
 				return nil, err
@@ -115,9 +122,9 @@ var keysActions = map[string]keysAction{
 			}, nil
 		}
 	}},
-	"reroll": {args: 1, flags: func(fs *flag.FlagSet, _ func(string) string) func(int64, []string) (keysWork, error) {
+	"reroll": {args: 1, flags: func(fs *flag.FlagSet, _ func(string) string) func(int64, []string) (work, error) {
 		overlap := fs.Duration("overlap", 24*time.Hour, "how long the old secret keeps working; 0s: it stops at once")
-		return func(id int64, _ []string) (keysWork, error) {
+		return func(id int64, _ []string) (work, error) {
 			if *overlap < 0 {
 				return nil, fmt.Errorf("-overlap %s: want 0s or more", *overlap)
 			}
@@ -133,17 +140,17 @@ var keysActions = map[string]keysAction{
 			}, nil
 		}
 	}},
-	"usage": {args: 1, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (keysWork, error) {
+	"usage": {args: 1, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (work, error) {
 		q := quotaFlags(fs, getenv)
-		return func(id int64, _ []string) (keysWork, error) {
+		return func(id int64, _ []string) (work, error) {
 			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
 				return keyUsage(ctx, s, id, q, stdout)
 			}, nil
 		}
 	}},
-	"reset": {args: 1, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (keysWork, error) {
+	"reset": {args: 1, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (work, error) {
 		q := quotaFlags(fs, getenv)
-		return func(id int64, _ []string) (keysWork, error) {
+		return func(id int64, _ []string) (work, error) {
 			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
 				k, err := s.Get(ctx, id)
 				if err != nil {
@@ -154,7 +161,7 @@ var keysActions = map[string]keysAction{
 					return err
 				}
 				defer done()
-				if err := store.Reset(ctx, httpapi.KeyIdentity(k.ID)); err != nil {
+				if err := store.Reset(ctx, httpapi.KeyIdentity(k)); err != nil {
 					return err
 				}
 				fmt.Fprintf(stdout, "key %d (%s): usage reset\n", k.ID, k.Prefix)
@@ -162,50 +169,54 @@ var keysActions = map[string]keysAction{
 			}, nil
 		}
 	}},
-	"create": {args: 0, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (keysWork, error) {
+	"create": {args: 0, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (work, error) {
 		plan := fs.String("plan", "", "the key's plan (required)")
 		name := fs.String("name", "", "a name for the key, for people")
 		kindName := fs.String("kind", string(keys.Secret), "publishable (tk_pub_, for web pages) or secret (tk_sec_, for servers only)")
+		customer := fs.Int64("customer", 0, "the id of the customer the key belongs to (tileapi customers list); none by default")
 		plansFile := plansFlag(fs, getenv)
-		return func(int64, []string) (keysWork, error) {
+		return func(int64, []string) (work, error) {
 			kind, err := keys.ParseKind(*kindName)
 			if err != nil {
 				return nil, fmt.Errorf("-kind: %w", err)
+			}
+			if *customer < 0 {
+				return nil, fmt.Errorf("-customer %d: want a customer's id", *customer)
 			}
 			if err := checkPlan(*plansFile, *plan); err != nil {
 				return nil, err
 			}
 			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
-				k, secret, err := s.CreateKind(ctx, kind, *name, *plan)
+				k, secret, err := s.CreateKind(ctx, kind, *name, *plan, *customer)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(stdout, "created %s key %d (%s) on plan %s\n", k.Kind(), k.ID, k.Prefix, k.Plan)
+				fmt.Fprintf(stdout, "created %s key %d (%s) on plan %s%s\n", k.Kind(), k.ID, k.Prefix, k.Plan, ofCustomer(k))
 				fmt.Fprintln(stdout, "its secret, shown only this once (tileapi keeps a hash of it):")
 				fmt.Fprintln(stdout, secret)
 				return nil
 			}, nil
 		}
 	}},
-	"list": {args: 0, flags: func(*flag.FlagSet, func(string) string) func(int64, []string) (keysWork, error) {
-		return func(int64, []string) (keysWork, error) {
+	"list": {args: 0, flags: func(*flag.FlagSet, func(string) string) func(int64, []string) (work, error) {
+		return func(int64, []string) (work, error) {
 			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
 				ks, err := s.List(ctx)
 				if err != nil {
 					return err
 				}
 				tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tPREFIX\tKIND\tNAME\tPLAN\tOVERRIDES\tRESTRICTIONS\tCREATED\tEXPIRES\tREVOKED")
+				fmt.Fprintln(tw, "ID\tPREFIX\tKIND\tNAME\tPLAN\tCUSTOMER\tOVERRIDES\tRESTRICTIONS\tCREATED\tEXPIRES\tREVOKED")
 				for _, k := range ks {
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, k.Kind(), orDash(k.Name), k.Plan,
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, k.Kind(), orDash(k.Name), k.Plan, idOrDash(k.CustomerID),
 						orDash(compactJSON(k.Overrides)), orDash(compactJSON(k.Restrictions)), timeOrDash(k.CreatedAt), timeOrDash(k.ExpiresAt), timeOrDash(k.RevokedAt))
 				}
 				return tw.Flush()
 			}, nil
 		}
 	}},
-	"revoke": {args: 1, flags: func(*flag.FlagSet, func(string) string) func(int64, []string) (keysWork, error) {
-		return func(id int64, _ []string) (keysWork, error) {
+	"revoke": {args: 1, flags: func(*flag.FlagSet, func(string) string) func(int64, []string) (work, error) {
+		return func(id int64, _ []string) (work, error) {
 			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
 				k, err := s.Revoke(ctx, id)
 				if err != nil {
@@ -216,9 +227,9 @@ var keysActions = map[string]keysAction{
 			}, nil
 		}
 	}},
-	"set-plan": {args: 2, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (keysWork, error) {
+	"set-plan": {args: 2, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (work, error) {
 		plansFile := plansFlag(fs, getenv)
-		return func(id int64, pos []string) (keysWork, error) {
+		return func(id int64, pos []string) (work, error) {
 			plan := pos[1]
 			if err := checkPlan(*plansFile, plan); err != nil {
 				return nil, err
@@ -233,11 +244,32 @@ var keysActions = map[string]keysAction{
 			}, nil
 		}
 	}},
-	"override": {args: -1, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (keysWork, error) {
+	"set-customer": {args: -1, flags: func(fs *flag.FlagSet, _ func(string) string) func(int64, []string) (work, error) {
+		none := fs.Bool("none", false, "take the key out of its customer")
+		return func(id int64, pos []string) (work, error) {
+			customer, err := customerArg(pos[1:], *none)
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
+				k, err := s.SetCustomer(ctx, id, customer)
+				if err != nil {
+					return err
+				}
+				if k.CustomerID == 0 {
+					fmt.Fprintf(stdout, "key %d (%s) belongs to no customer; its own usage starts anew\n", k.ID, k.Prefix)
+					return nil
+				}
+				fmt.Fprintf(stdout, "key %d (%s) belongs to customer %d; its own usage starts anew\n", k.ID, k.Prefix, k.CustomerID)
+				return nil
+			}, nil
+		}
+	}},
+	"override": {args: -1, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (work, error) {
 		maxInFlight := fs.Int("max-in-flight", -1, "the key's own in-flight limit; 0: no limit")
 		clear := fs.Bool("clear", false, "remove the key's overrides: back to its plan alone")
 		plansFile := plansFlag(fs, getenv)
-		return func(id int64, pos []string) (keysWork, error) {
+		return func(id int64, pos []string) (work, error) {
 			o, err := parseOverrides(pos[1:], *maxInFlight, *clear)
 			if err != nil {
 				return nil, err
@@ -247,7 +279,7 @@ var keysActions = map[string]keysAction{
 			}, nil
 		}
 	}},
-	"restrict": {args: 1, flags: func(fs *flag.FlagSet, _ func(string) string) func(int64, []string) (keysWork, error) {
+	"restrict": {args: 1, flags: func(fs *flag.FlagSet, _ func(string) string) func(int64, []string) (work, error) {
 		var f restrictFlags
 		fs.StringVar(&f.origins, "origins", "", "comma-separated web origins whose pages may use the key: https://app.example.com, https://*.example.com")
 		fs.BoolVar(&f.allowNoOrigin, "allow-no-origin", false, "with -origins: also admit requests with neither Origin nor Referer (servers, scripts)")
@@ -256,7 +288,7 @@ var keysActions = map[string]keysAction{
 		fs.StringVar(&f.layers, "layers", "", "comma-separated tile layers the key may ask for")
 		fs.StringVar(&f.sets, "sets", "", "comma-separated geofence sets the key may ask")
 		fs.BoolVar(&f.clear, "clear", false, "remove the key's restrictions: it works anywhere, for anything its plan sells")
-		return func(id int64, _ []string) (keysWork, error) {
+		return func(id int64, _ []string) (work, error) {
 			stored, err := f.restrictions()
 			if err != nil {
 				return nil, err
@@ -275,6 +307,30 @@ var keysActions = map[string]keysAction{
 			}, nil
 		}
 	}},
+}
+
+// customerArg is the customer that keys set-customer's arguments after the
+// key id name: one CUSTOMER_ID, or none with -none (0).
+func customerArg(args []string, none bool) (int64, error) {
+	switch {
+	case none && len(args) == 0:
+		return 0, nil
+	case none || len(args) != 1:
+		return 0, errors.New("say which customer: CUSTOMER_ID, or -none alone")
+	}
+	id, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || id < 1 {
+		return 0, fmt.Errorf("customer id %q is not a customer's id", args[0])
+	}
+	return id, nil
+}
+
+// ofCustomer is " of customer N" for a key of a customer, "" for another.
+func ofCustomer(k keys.Key) string {
+	if k.CustomerID == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" of customer %d", k.CustomerID)
 }
 
 // restrictFlags are the flags of keys restrict.
@@ -388,8 +444,9 @@ func (q quotaSettings) open() (*quota.Redis, func(), error) {
 	return quota.NewRedis(rdb, quota.WithPrefix(*q.prefix+"q:")), func() { rdb.Close() }, nil
 }
 
-// keyUsage prints key id's usage of each of its limits, as GET
-// /admin/keys/{id}/usage reads it: its plan with its overrides.
+// keyUsage prints key id's usage of each of its limits, its plan with its
+// overrides, and for a key of a customer, its customer's usage, as GET
+// /admin/keys/{id}/usage reads them.
 func keyUsage(ctx context.Context, s *keys.Postgres, id int64, q quotaSettings, stdout io.Writer) error {
 	k, err := s.Get(ctx, id)
 	if err != nil {
@@ -414,11 +471,19 @@ func keyUsage(ctx context.Context, s *keys.Postgres, id int64, q quotaSettings, 
 		return err
 	}
 	defer done()
-	d, err := store.Peek(ctx, httpapi.KeyIdentity(k.ID), p.Quota)
+	d, err := store.Peek(ctx, httpapi.KeyIdentity(k), p.Quota)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "key %d (%s) on plan %s\n", k.ID, k.Prefix, p.Name)
+	fmt.Fprintf(stdout, "key %d (%s) on plan %s%s\n", k.ID, k.Prefix, p.Name, ofCustomer(k))
+	if err := printUsage(stdout, d); err != nil || k.CustomerID == 0 {
+		return err
+	}
+	return customerUsage(ctx, s, store, ps, k.CustomerID, stdout)
+}
+
+// printUsage prints the state of each limit of d, a table.
+func printUsage(stdout io.Writer, d quota.Decision) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "LIMIT\tMAX\tWINDOW\tUSED\tREMAINING\tRESETS IN")
 	for _, l := range d.Limits {
@@ -551,4 +616,11 @@ func timeOrDash(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+func idOrDash(id int64) string {
+	if id == 0 {
+		return "-"
+	}
+	return strconv.FormatInt(id, 10)
 }

@@ -96,12 +96,12 @@ func TestKeys(t *testing.T) {
 		out    string // a regular expression stdout must match
 		err    string // what the error must contain, "" for none
 	}{
-		{"list", withDB, []string{"list"}, `^ID +PREFIX +KIND +NAME +PLAN +OVERRIDES +RESTRICTIONS +CREATED +EXPIRES +REVOKED\n` +
-			`1 +` + keys.PrefixOf(secrets[0]) + ` +secret +ci +free +- +- +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +- +-\n` +
-			`2 +` + keys.PrefixOf(secrets[1]) + ` +secret +- +pro +- +- +\S+ +- +-\n$`, ""},
+		{"list", withDB, []string{"list"}, `^ID +PREFIX +KIND +NAME +PLAN +CUSTOMER +OVERRIDES +RESTRICTIONS +CREATED +EXPIRES +REVOKED\n` +
+			`1 +` + keys.PrefixOf(secrets[0]) + ` +secret +ci +free +- +- +- +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +- +-\n` +
+			`2 +` + keys.PrefixOf(secrets[1]) + ` +secret +- +pro +- +- +- +\S+ +- +-\n$`, ""},
 		{"revoke", withDB, []string{"revoke", "1"}, `^key 1 \(tk_sec_[0-9a-f]{8}\) revoked at \S+Z\n$`, ""},
 		{"revoke again", withDB, []string{"revoke", "1"}, `^key 1 \(tk_sec_[0-9a-f]{8}\) revoked at \S+Z\n$`, ""},
-		{"list a revoked key", withDB, []string{"list"}, `\n1 +tk_\S+ +secret +ci +free +- +- +\S+Z +- +\S+Z\n2 `, ""},
+		{"list a revoked key", withDB, []string{"list"}, `\n1 +tk_\S+ +secret +ci +free +- +- +- +\S+Z +- +\S+Z\n2 `, ""},
 		{"set-plan", withDB, []string{"set-plan", "2", "free"}, `^key 2 \(tk_sec_[0-9a-f]{8}\) is on plan free\n$`, ""},
 		{"set-plan to a plan of a file", withDB, []string{"set-plan", "2", "team", "-plans-file", plansFile}, `is on plan team\n$`, ""},
 		{"plans file from the environment", env("DATABASE_URL", dbURL, "TILEAPI_PLANS_FILE", plansFile),
@@ -113,7 +113,7 @@ func TestKeys(t *testing.T) {
 		{"a missing plans file", withDB, []string{"create", "-plan", "free", "-plans-file", plansFile + ".missing"}, "", "no such file"},
 		{"revoke an unknown id", withDB, []string{"revoke", "99"}, "", "keys: key not found: id 99"},
 		{"set-plan of an unknown id", withDB, []string{"set-plan", "99", "pro"}, "", "keys: key not found: id 99"},
-		{"an id that is not a number", withDB, []string{"revoke", "tk_3f9a2c1b"}, "", `key id "tk_3f9a2c1b" is not a number`},
+		{"an id that is not a number", withDB, []string{"revoke", "tk_3f9a2c1b"}, "", `keys revoke: id "tk_3f9a2c1b" is not a number`},
 		{"too few arguments", withDB, []string{"set-plan", "2"}, "", "want 2 arguments"},
 		{"override", withDB, []string{"override", "1", "burst=500/5s", "slow=20000/1m", "-max-in-flight", "3"},
 			`^key 1 \(tk_sec_[0-9a-f]{8}\): plan free with overrides \{"limits": \[\{"max": 500, "name": "burst", "window": "5s"\}, \{"max": 20000, "name": "slow", "window": "1m"\}\], "max_in_flight": 3\}\n$`, ""},

@@ -63,7 +63,7 @@ func TestKeysLifecycle(t *testing.T) {
 	free, _ := plans.Defaults().Lookup("free")
 	q := quota.NewRedis(quotatest.NewClient(t, redisURL), quota.WithPrefix(prefix+"q:"))
 	for range 3 {
-		if _, err := q.Charge(ctx, httpapi.KeyIdentity(1), free.Quota, 2); err != nil {
+		if _, err := q.Charge(ctx, httpapi.KeyIdentity(keys.Key{ID: 1}), free.Quota, 2); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +81,7 @@ func TestKeysLifecycle(t *testing.T) {
 		{"usage without Redis", []string{"usage", "1", "-redis-url", ""}, "", "no Redis: usage lives in serve's Redis; set REDIS_URL or -redis-url"},
 		{"reset without Redis", []string{"reset", "1", "-redis-url", ""}, "", "set REDIS_URL or -redis-url"},
 		{"expire at", []string{"expire", "1", "-at", "2031-05-06T07:08:09Z"}, `^key 1 \(tk_pub_[0-9a-f]{8}\) expires at 2031-05-06T07:08:09Z\n$`, ""},
-		{"list with an expiry", []string{"list"}, `\n1 +tk_pub_[0-9a-f]{8} +publishable +web +free +- +- +\S+Z +2031-05-06T07:08:09Z +-\n$`, ""},
+		{"list with an expiry", []string{"list"}, `\n1 +tk_pub_[0-9a-f]{8} +publishable +web +free +- +- +- +\S+Z +2031-05-06T07:08:09Z +-\n$`, ""},
 		{"expire in", []string{"expire", "1", "-in", "720h"}, `^key 1 \(tk_pub_[0-9a-f]{8}\) expires at \S+Z\n$`, ""},
 		{"expire never", []string{"expire", "1", "-never"}, `^key 1 \(tk_pub_[0-9a-f]{8}\) never expires\n$`, ""},
 		{"expire, not said when", []string{"expire", "1"}, "", "say when: one of -at RFC3339, -in DURATION, -never"},

@@ -6,7 +6,8 @@
 //	tileapi migrate [-database-url URL]   apply the schema migrations
 //	tileapi load [-database-url URL] [-places CSV] [-countries GEOJSON] [-counties GEOJSON]
 //	                                      load the bundled dataset, or your files in its formats
-//	tileapi keys create|list|revoke|set-plan   manage API keys
+//	tileapi keys create|list|revoke|set-plan|set-customer   manage API keys
+//	tileapi customers create|list|set-plan|rename|usage       manage customers, whose keys share a budget
 //	tileapi plans [-plans-file FILE] [-layers-file FILE]  print the plans and what requests cost
 //	tileapi layers [-layers-file FILE] [-discover]        print the layers and geofence sets serve would publish
 //	tileapi calibrate [-samples N] [-plot FILE]  fit the work model of settling to the loaded database
@@ -57,8 +58,10 @@ Usage:
   tileapi migrate [-database-url URL]    apply the schema migrations (creates PostGIS if it may)
   tileapi load [-database-url URL] [-places CSV] [-countries GEOJSON] [-counties GEOJSON]
                                          load the bundled dataset, or your files in its formats
-  tileapi keys create|list|revoke|set-plan|override
+  tileapi keys create|list|revoke|set-plan|set-customer|override|restrict|expire|reroll|usage|reset
                                          manage API keys
+  tileapi customers create|list|set-plan|rename|usage
+                                         manage customers, whose keys share one budget
   tileapi plans [-plans-file FILE] [-layers-file FILE]
                                          print the plans and what requests cost
   tileapi layers [-layers-file FILE] [-discover] [-database-url URL]
@@ -81,6 +84,7 @@ func commands() map[string]command {
 		"migrate":     runMigrate,
 		"load":        runLoad,
 		"keys":        runKeys,
+		"customers":   runCustomers,
 		"version":     runVersion,
 		"plans":       runPlans,
 		"layers":      runLayers,

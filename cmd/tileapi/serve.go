@@ -344,6 +344,7 @@ type keyStore interface {
 	Add(ctx context.Context, name, plan, secret string) (keys.Key, error)
 	LookupEntry(ctx context.Context, hash []byte) (keys.Entry, error)
 	Changed(ctx context.Context, since time.Time) ([]keys.Entry, error)
+	ChangedCustomers(ctx context.Context, since time.Time) ([]keys.Customer, error)
 }
 
 // openQuota sets the quota, the in-flight slots and the tile cache: in

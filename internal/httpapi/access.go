@@ -42,7 +42,8 @@ func (e *invalidRestrictionsError) Error() string {
 // key (when the key index takes it in), not at every request. Invalid ones
 // are logged, and an error.
 func (s *Server) restrictionsOf(k keys.Key) (access.Restrictions, error) {
-	if kr, ok := s.keyAccess.get(k); ok {
+	v := version{key: k.UpdatedAt}
+	if kr, ok := s.keyAccess.get(k.ID, v); ok {
 		return kr.r, kr.err
 	}
 	r, err := access.Parse(k.Restrictions)
@@ -50,7 +51,7 @@ func (s *Server) restrictionsOf(k keys.Key) (access.Restrictions, error) {
 		s.log.Error("a key's stored restrictions are invalid; refusing the key", "key", k.Prefix, "err", err)
 		err = &invalidRestrictionsError{err: err}
 	}
-	s.keyAccess.put(k, keyRestrictions{r: r, err: err})
+	s.keyAccess.put(k.ID, v, keyRestrictions{r: r, err: err})
 	return r, err
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -122,10 +123,15 @@ type keyJSON struct {
 	// Restrictions are where and for what the key works
 	// (access.Restrictions).
 	Restrictions json.RawMessage `json:"restrictions,omitempty"`
+	// CustomerID is the customer the key belongs to; none for none.
+	CustomerID *int64 `json:"customer_id,omitempty"`
 }
 
 func keyOf(k keys.Key) keyJSON {
 	j := keyJSON{ID: k.ID, Prefix: k.Prefix, Kind: k.Kind(), Name: k.Name, Plan: k.Plan, CreatedAt: k.CreatedAt, Overrides: k.Overrides, Restrictions: k.Restrictions}
+	if k.CustomerID != 0 {
+		j.CustomerID = &k.CustomerID
+	}
 	if k.Revoked() {
 		j.RevokedAt = &k.RevokedAt
 	}
@@ -139,16 +145,23 @@ func keyOf(k keys.Key) keyJSON {
 }
 
 // handleCreateKey serves POST /admin/keys {"name": "...", "plan": "free",
-// "kind": "secret"}: the new key, and its secret, shown this once. The
-// kind, "publishable" or "secret", defaults to secret.
+// "kind": "secret", "customer_id": 3}: the new key, and its secret, shown
+// this once. The kind, "publishable" or "secret", defaults to secret; the
+// customer to none.
 func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		Name string `json:"name"`
-		Plan string `json:"plan"`
-		Kind string `json:"kind"`
+		Name       string          `json:"name"`
+		Plan       string          `json:"plan"`
+		Kind       string          `json:"kind"`
+		CustomerID json.RawMessage `json:"customer_id"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeProblem(w, problemFor(param.Invalid("body", "must be a JSON object with name and plan")))
+		return
+	}
+	customerID, err := customerIDOf(req.CustomerID)
+	if err != nil {
+		writeProblem(w, problemFor(err))
 		return
 	}
 	if err := s.checkPlan(req.Plan); err != nil {
@@ -163,9 +176,9 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	k, secret, err := s.cfg.KeyAdmin.CreateKind(r.Context(), kind, req.Name, req.Plan)
+	k, secret, err := s.cfg.KeyAdmin.CreateKind(r.Context(), kind, req.Name, req.Plan, customerID)
 	if err != nil {
-		s.fail(w, r, err)
+		s.fail(w, r, customerField(err, customerID))
 		return
 	}
 	s.keysChanged(r.Context())
@@ -202,7 +215,7 @@ func (s *Server) handleGetKey(w http.ResponseWriter, r *http.Request) {
 // handleRevokeKey serves DELETE /admin/keys/{id}: the key stops working
 // within the key cache's lifetime (seconds).
 func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request) {
-	id, err := keyID(r)
+	id, err := pathID(r)
 	if err != nil {
 		writeProblem(w, problemFor(err))
 		return
@@ -218,7 +231,7 @@ func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request) {
 
 // handleSetPlan serves PUT /admin/keys/{id}/plan {"plan": "pro"}.
 func (s *Server) handleSetPlan(w http.ResponseWriter, r *http.Request) {
-	id, err := keyID(r)
+	id, err := pathID(r)
 	if err != nil {
 		writeProblem(w, problemFor(err))
 		return
@@ -241,6 +254,65 @@ func (s *Server) handleSetPlan(w http.ResponseWriter, r *http.Request) {
 	}
 	s.keysChanged(r.Context())
 	writeJSON(w, http.StatusOK, keyOf(k))
+}
+
+// handleSetCustomer serves PUT /admin/keys/{id}/customer {"customer_id":
+// 3}, or {"customer_id": null} for none: every request of the key must
+// then fit its customer's plan too, on every server within the key
+// index's refresh interval. The key's own sliding windows start anew (its
+// quota identity changes, see KeyIdentity).
+func (s *Server) handleSetCustomer(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	var req map[string]json.RawMessage
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req == nil {
+		writeProblem(w, problemFor(param.Invalid("body", "must be a JSON object with customer_id: a customer's id, or null for none")))
+		return
+	}
+	raw, ok := req["customer_id"]
+	if !ok {
+		writeProblem(w, problemFor(param.Invalid("customer_id", "is missing: a customer's id, or null for none")))
+		return
+	}
+	customerID, err := customerIDOf(raw)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	k, err := s.cfg.KeyAdmin.SetCustomer(r.Context(), id, customerID)
+	if err != nil {
+		s.fail(w, r, customerField(err, customerID))
+		return
+	}
+	s.keysChanged(r.Context())
+	writeJSON(w, http.StatusOK, keyOf(k))
+}
+
+// customerIDOf is the customer id a request gives a key, as JSON: 0 for
+// none (absent or null), or a positive id.
+func customerIDOf(raw json.RawMessage) (int64, error) {
+	var id *int64
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &id); err != nil || (id != nil && *id < 1) {
+			return 0, param.Invalid("customer_id", "must be a customer's id, a positive integer, or null for none")
+		}
+	}
+	if id == nil {
+		return 0, nil
+	}
+	return *id, nil
+}
+
+// customerField is err, a failure to give a key the customer id, as a 400
+// naming customer_id where no customer has that id.
+func customerField(err error, id int64) error {
+	if errors.Is(err, keys.ErrCustomerNotFound) {
+		return param.Invalid("customer_id", "no customer has id %d; GET /admin/customers lists them", id)
+	}
+	return err
 }
 
 // handleSetOverrides serves PUT /admin/keys/{id}/overrides with the JSON of
@@ -333,7 +405,7 @@ func (s *Server) storeOverrides(w http.ResponseWriter, r *http.Request, id int64
 // "2027-01-01T00:00:00Z"}, or {"expires_at": null} for never. The key is
 // refused (401 expired-key) from that time on every server.
 func (s *Server) handleSetExpiry(w http.ResponseWriter, r *http.Request) {
-	id, err := keyID(r)
+	id, err := pathID(r)
 	if err != nil {
 		writeProblem(w, problemFor(err))
 		return
@@ -378,7 +450,7 @@ const defaultOverlap = 24 * time.Hour
 // the overlap (default 24h; "0s": it stops at once), then is refused (401
 // rotated-key).
 func (s *Server) handleReroll(w http.ResponseWriter, r *http.Request) {
-	id, err := keyID(r)
+	id, err := pathID(r)
 	if err != nil {
 		writeProblem(w, problemFor(err))
 		return
@@ -423,7 +495,7 @@ func (s *Server) handleKeyUsage(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, err)
 			return
 		}
-		d, err := s.quota.Peek(r.Context(), KeyIdentity(k.ID), p.Quota)
+		d, err := s.quota.Peek(r.Context(), KeyIdentity(k), p.Quota)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -436,7 +508,7 @@ func (s *Server) handleKeyUsage(w http.ResponseWriter, r *http.Request) {
 // charges.
 func (s *Server) handleResetUsage(w http.ResponseWriter, r *http.Request) {
 	s.withKey(w, r, func(k keys.Key) {
-		if err := s.quota.Reset(r.Context(), KeyIdentity(k.ID)); err != nil {
+		if err := s.quota.Reset(r.Context(), KeyIdentity(k)); err != nil {
 			s.fail(w, r, err)
 			return
 		}
@@ -455,7 +527,7 @@ func (s *Server) keysChanged(ctx context.Context) {
 }
 
 func (s *Server) withKey(w http.ResponseWriter, r *http.Request, f func(keys.Key)) {
-	id, err := keyID(r)
+	id, err := pathID(r)
 	if err != nil {
 		writeProblem(w, problemFor(err))
 		return
@@ -473,7 +545,8 @@ func (s *Server) checkPlan(name string) error {
 	return err
 }
 
-func keyID(r *http.Request) (int64, error) {
+// pathID is the id of the key or customer the path names.
+func pathID(r *http.Request) (int64, error) {
 	id, err := param.Int("id", chi.URLParam(r, "id"))
 	if err != nil {
 		return 0, err

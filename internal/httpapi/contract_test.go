@@ -596,14 +596,14 @@ func contractKeys(t *testing.T, c *contract, backend []option) {
 	c.check(t, e, get(contains, 401).key("made-up")) // the one unknown key allowed
 	// An expired key, a rotated secret, a secret key from a browser and a
 	// secret whose checksum is wrong.
-	expired, expiredSecret, err := e.keys.CreateKind(ctx, keys.Secret, "expired", "std")
+	expired, expiredSecret, err := e.keys.CreateKind(ctx, keys.Secret, "expired", "std", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.keys.SetExpiry(ctx, expired.ID, time.Now().Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	rotated, rotatedSecret, err := e.keys.CreateKind(ctx, keys.Publishable, "rotated", "std")
+	rotated, rotatedSecret, err := e.keys.CreateKind(ctx, keys.Publishable, "rotated", "std", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -683,6 +683,13 @@ func contractAdmin(t *testing.T, c *contract, backend []option) {
 	_, body := c.check(t, e, adminCall("POST", "/admin/keys", `{"name":"acme","plan":"five"}`, 201))
 	id := extractID(t, body)
 	k := "/admin/keys/" + id
+	_, body = c.check(t, e, adminCall("POST", "/admin/customers", `{"name":"Acme","plan":"std"}`, 201))
+	cid := extractID(t, body)
+	customer := "/admin/customers/" + cid
+	goldCustomer, err := e.keys.CreateCustomer(context.Background(), "Gold", "gold")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, x := range []exchange{
 		adminCall("POST", "/admin/keys", `{"name":"x","plan":"nope"}`, 400),
 		{admin: true, method: "POST", path: "/admin/keys", body: `{"name":`, headers: adminAuth, status: 400, refused: true},
@@ -734,6 +741,32 @@ func contractAdmin(t *testing.T, c *contract, backend []option) {
 		adminCall("POST", k+"/reroll", `{"overlap":"-1s"}`, 400),
 		adminCall("POST", "/admin/keys/999999/reroll", `{}`, 404),
 		adminCall("POST", "/admin/keys", `{"name":"web","plan":"five","kind":"publishable"}`, 201),
+		adminCall("POST", "/admin/customers", `{"name":"x","plan":"nope"}`, 400),
+		adminCall("POST", "/admin/customers", `{"name":"x","plan":"anonymous"}`, 400),
+		adminCall("POST", "/admin/customers", `{"name":" ","plan":"std"}`, 400),
+		{admin: true, method: "POST", path: "/admin/customers", body: `{"name":"","plan":"std"}`, headers: adminAuth, status: 400, refused: true},
+		{admin: true, method: "POST", path: "/admin/customers", body: `{"plan":"std"}`, headers: adminAuth, status: 400, refused: true},
+		adminCall("GET", "/admin/customers", "", 200),
+		adminCall("HEAD", "/admin/customers", "", 200),
+		adminCall("GET", customer, "", 200),
+		adminCall("HEAD", customer, "", 200),
+		adminCall("GET", "/admin/customers/"+itoa(goldCustomer.ID), "", 403), // unknown-plan
+		adminCall("HEAD", "/admin/customers/"+itoa(goldCustomer.ID), "", 403),
+		adminCall("GET", "/admin/customers/999999", "", 404),
+		adminCall("HEAD", "/admin/customers/999999", "", 404),
+		{admin: true, method: "GET", path: "/admin/customers/abc", headers: adminAuth, status: 400, refused: true},
+		adminCall("PUT", customer+"/plan", `{"plan":"five"}`, 200),
+		adminCall("PUT", customer+"/plan", `{"plan":"nope"}`, 400),
+		adminCall("PUT", "/admin/customers/999999/plan", `{"plan":"five"}`, 404),
+		adminCall("PUT", k+"/customer", `{"customer_id":`+cid+`}`, 200),
+		adminCall("GET", k, "", 200),
+		adminCall("PUT", k+"/customer", `{"customer_id":999999}`, 400),
+		adminCall("PUT", k+"/customer", `{"customer_id":null}`, 200),
+		{admin: true, method: "PUT", path: k + "/customer", body: `{}`, headers: adminAuth, status: 400, refused: true},
+		{admin: true, method: "PUT", path: k + "/customer", body: `{"customer_id":0}`, headers: adminAuth, status: 400, refused: true},
+		adminCall("PUT", "/admin/keys/999999/customer", `{"customer_id":null}`, 404),
+		adminCall("POST", "/admin/keys", `{"plan":"five","customer_id":`+cid+`}`, 201),
+		adminCall("POST", "/admin/keys", `{"plan":"five","customer_id":999999}`, 400),
 		adminCall("DELETE", k, "", 200),
 		adminCall("DELETE", "/admin/keys/999999", "", 404),
 	} {
@@ -781,6 +814,13 @@ var adminOps = []struct{ method, path, body string }{
 	{"DELETE", "/admin/keys/{id}/usage", ""},
 	{"PUT", "/admin/keys/{id}/expiry", `{"expires_at":null}`},
 	{"POST", "/admin/keys/{id}/reroll", `{"overlap":"1h"}`},
+	{"PUT", "/admin/keys/{id}/customer", `{"customer_id":null}`},
+	{"POST", "/admin/customers", `{"name":"Acme","plan":"std"}`},
+	{"GET", "/admin/customers", ""},
+	{"HEAD", "/admin/customers", ""},
+	{"GET", "/admin/customers/{id}", ""},
+	{"HEAD", "/admin/customers/{id}", ""},
+	{"PUT", "/admin/customers/{id}/plan", `{"plan":"std"}`},
 }
 
 // dearPlans has a plan five whose flat price is above its max: every route

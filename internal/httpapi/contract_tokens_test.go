@@ -54,11 +54,15 @@ func contractTokens(t *testing.T, c *contract, backend []option) {
 	c.check(t, e, mintCall("key-std", "", 200))
 	plain := mint(`{"ttl": "1m"}`)
 	narrow := mint(`{"ttl": "1h", "routes": ["tiles", "within"], "layers": ["places"], "sets": ["places"], "bbox": [2.2, 48.8, 2.5, 48.9]}`)
+	budgeted := mint(`{"budget": 100}`)
 	for _, x := range []exchange{
 		mintCall("key-std", `{"ttl": "2h"}`, 400),
 		mintCall("key-std", `{"bbox": [3, 48, 2, 49]}`, 400),
 		mintCall("key-std", `{"routes": ["tokens"]}`, 400),
-		mintCall("key-std", `{"budget": 10}`, 400).refusedByDocument(),
+		mintCall("key-std", `{"budget": 0}`, 400).refusedByDocument(),
+		mintCall("key-std", `{"budget": 1.5}`, 400).refusedByDocument(),
+		mintCall("key-std", `{"budget": 101}`, 400), // above std's smallest maximum, 100
+		mintCall("key-std", `{"budgets": 10}`, 400).refusedByDocument(),
 		mintCall("key-std", `not json`, 400).refusedByDocument(),
 		mintCall("", `{}`, 401),
 		mintCall("made-up", `{}`, 401),
@@ -68,6 +72,8 @@ func contractTokens(t *testing.T, c *contract, backend []option) {
 		get("/v1/tiles/places/12/2074/1409.mvt", 200).withToken(narrow),
 		get(contains, 200).withToken(plain),
 		get("/v1/quota", 200).withToken(plain),
+		get(contains, 200).withToken(budgeted),
+		get("/v1/quota", 200).withToken(budgeted),
 		get(contains, 403).withToken(narrow),                                              // route-not-allowed
 		get("/v1/tiles/countries/5/16/11.mvt", 403).withToken(narrow),                     // layer-not-allowed
 		get("/v1/tiles/places/12/2200/1409.mvt", 403).withToken(narrow),                   // outside-token-bounds

@@ -32,14 +32,17 @@ import (
 func TestMain(m *testing.M) { os.Exit(spatialtest.Run(m)) }
 
 // testPlans are the plans of the tests, beside the defaults: the classic
-// scenarios and a two-limit plan with known numbers. They keep a day of
-// history, so overrides may add windows of up to a day (plans.File.History).
+// scenarios, a two-limit plan with known numbers, and a customer's plan
+// (team) with its members'. They keep a day of history, so overrides may
+// add windows of up to a day (plans.File.History).
 const testPlans = `{"history": "24h", "plans": [
 	{"name": "five", "max_radius_m": 20000, "limits": [{"name": "ten-seconds", "max": 5, "window": "10s"}]},
 	{"name": "ten", "max_radius_m": 20000, "limits": [{"name": "second", "max": 10, "window": "1s"}]},
 	{"name": "std", "max_radius_m": 20000, "limits": [{"name": "burst", "max": 100, "window": "5s"}, {"name": "minute", "max": 600, "window": "1m"}]},
 	{"name": "daily", "max_radius_m": 20000, "time_zone": "America/New_York", "limits": [{"name": "burst", "max": 100, "window": "5s"}, {"name": "day", "max": 5, "period": "day"}]},
 	{"name": "two", "max_radius_m": 20000, "max_in_flight": 2, "limits": [{"name": "minute", "max": 1000, "window": "1m"}]},
+	{"name": "team", "max_radius_m": 20000, "limits": [{"name": "minute", "max": 60, "window": "1m"}]},
+	{"name": "member", "max_radius_m": 20000, "limits": [{"name": "minute", "max": 25, "window": "1m"}]},
 	{"name": "work", "max_radius_m": 20000, "limits": [{"name": "minute", "max": 1000, "window": "1m"}],
 	 "cost": {"radius_unit_m": 2000, "hit_divisor": 4, "flat": 1, "settle": {"per_ms": 0, "per_feature": 1},
 	          "tiles": {"places": {"ref_zoom": 10, "max": 16}, "counties": {"ref_zoom": 8, "max": 16}, "countries": {"ref_zoom": 4, "max": 8}}}}

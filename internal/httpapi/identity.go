@@ -9,6 +9,9 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/tileapi/tileapi/internal/keys"
+	"github.com/tileapi/tileapi/quota"
 )
 
 // Every quota identity the service charges is built here.
@@ -18,9 +21,39 @@ import (
 // a /64, the smallest block a subscriber is given.
 const DefaultAnonymousIPv6Prefix = 64
 
-// KeyIdentity is the quota identity of the API key with the given id. The
-// load tool's audit reads the same identity.
-func KeyIdentity(id int64) string { return "key:" + strconv.FormatInt(id, 10) }
+// KeyIdentity is the quota identity of key k: "key:<id>" for a key of no
+// customer; for a key of a customer, the key as a member of its
+// customer's identity (quota.Member(CustomerIdentity(c), "key:<id>")),
+// which takes the customer's hash slot on Redis Cluster, so that one
+// script decides a charge of both. Moving a key into or out of a customer
+// changes its identity: its own windows and periods start anew. The load
+// tool's audit reads the same identity.
+func KeyIdentity(k keys.Key) string {
+	if k.CustomerID == 0 {
+		return ownIdentity(k)
+	}
+	return quota.Member(CustomerIdentity(k.CustomerID), ownIdentity(k))
+}
+
+// ownIdentity is "key:<id>", k's own name.
+func ownIdentity(k keys.Key) string { return "key:" + strconv.FormatInt(k.ID, 10) }
+
+// CustomerIdentity is the quota identity of the customer with the given
+// id: "customer:<id>", which every charge of its keys is recorded in too.
+func CustomerIdentity(id int64) string { return "customer:" + strconv.FormatInt(id, 10) }
+
+// keyGroup is the identity whose hash slot every charge of k is decided
+// in: its customer's, or its own.
+func keyGroup(k keys.Key) string {
+	if k.CustomerID == 0 {
+		return ownIdentity(k)
+	}
+	return CustomerIdentity(k.CustomerID)
+}
+
+// tokenIdentity is the identity of the budget of the token jti of key k:
+// a member of k's group, charged with the key in one decision.
+func tokenIdentity(k keys.Key, jti string) string { return quota.Member(keyGroup(k), "token:"+jti) }
 
 // anonymousIdentity is the quota identity of a request without a key, by
 // its client network (see clientNetwork).

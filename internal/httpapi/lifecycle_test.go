@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/tileapi/tileapi/internal/keys"
-	"github.com/tileapi/tileapi/internal/spatialtest"
 	"github.com/tileapi/tileapi/internal/testenv"
-	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
@@ -139,7 +137,7 @@ func TestExpiry(t *testing.T) {
 				t.Error("a 401 without WWW-Authenticate")
 			}
 			// The quota route refuses it too, so used is read from the store.
-			id2 := KeyIdentity(id)
+			id2 := KeyIdentity(keys.Key{ID: id})
 			p2, _ := e.server.cfg.Plans.Lookup("free")
 			d, err := e.quota.Peek(context.Background(), id2, p2.Quota)
 			if err != nil {
@@ -224,22 +222,8 @@ func TestRerollAdmin(t *testing.T) {
 // overlap and refuse it after, accept the new one throughout, and charge
 // both secrets to the same key.
 func TestRerollTwoServers(t *testing.T) {
-	pool := spatialtest.Migrated(t)
-	store := keys.NewPostgres(pool)
-	rdb := quotatest.NewClient(t, testenv.RedisURL(t))
-	q := quota.NewRedis(rdb, quota.WithPrefix(fmt.Sprintf("httpapitest:%d:reroll:", time.Now().UnixNano())))
 	const refresh = 100 * time.Millisecond
-	server := func() *env {
-		return newEnv(t, func(t *testing.T, c *Config) {
-			x := keys.NewIndex(store, refresh)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); x.Run(ctx, func(err error) { t.Log(err) }) }()
-			t.Cleanup(func() { cancel(); <-done })
-			c.Keys, c.KeyAdmin, c.Quota = x, store, q
-		})
-	}
-	a, b := server(), server()
+	a, b := sharedServers(t, redisQuota(t, quotatest.NewClient(t, testenv.RedisURL(t))), refresh)
 	id, old := a.createKey(t, "secret", "std")
 
 	charged := int64(0)

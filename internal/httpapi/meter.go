@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -71,7 +72,7 @@ func (s *Server) identify(r *http.Request) (caller, error) {
 	if err != nil {
 		return caller{}, err
 	}
-	return caller{identity: KeyIdentity(k.ID), plan: p, keyPrefix: prefix, key: k}, nil
+	return caller{identity: KeyIdentity(k), plan: p, keyPrefix: prefix, key: k}, nil
 }
 
 // keyRefusal is err, the refusal of key k, with what its problem tells
@@ -86,13 +87,22 @@ func keyRefusal(k keys.Key, err error) error {
 	return err
 }
 
-// planOf is k's plan with k's own overrides applied, resolved once for
-// each version of the key (see keyPlans), when the key index takes it in
-// (keys.Index.OnChange), not at every request. Overrides
-// that no longer apply (a plans file changed under them) are logged and
-// left out: the key keeps its plan.
+// planOf is the plan k's requests are charged under: k's plan with k's
+// own overrides applied and, for a key of a customer, the customer's plan
+// beside it (quota.Plan.Shared, see customerShare), which every charge
+// must fit too. It is resolved once for each version of the key and of its
+// customer (see keyPlans), when the key index takes either in
+// (keys.Index.OnChange), not at every request. Overrides that no longer
+// apply (a plans file changed under them) are logged and left out: the
+// key keeps its plan. A plan, the key's or its customer's, that this
+// server does not configure refuses the key.
 func (s *Server) planOf(k keys.Key) (plans.Plan, error) {
-	if p, ok := s.keyPlans.get(k); ok {
+	c, err := s.keyCustomer(k)
+	if err != nil {
+		return plans.Plan{}, err
+	}
+	v := version{key: k.UpdatedAt, customer: c.UpdatedAt}
+	if p, ok := s.keyPlans.get(k.ID, v); ok {
 		return p, nil
 	}
 	p, ok := s.cfg.Plans.Lookup(k.Plan)
@@ -111,43 +121,90 @@ func (s *Server) planOf(k keys.Key) (plans.Plan, error) {
 			s.log.Error("a key's overrides do not apply to its plan; serving the plan alone", "key", k.Prefix, "err", err)
 		}
 	}
-	s.keyPlans.put(k, p)
+	if k.CustomerID != 0 {
+		if p.Quota, err = s.customerShare(p.Quota, c); err != nil {
+			return plans.Plan{}, err
+		}
+	}
+	s.keyPlans.put(k.ID, v, p)
 	return p, nil
 }
 
+// keyCustomer is k's customer, from the key index; the zero Customer for a
+// key without one. The index holds the customer of every key it holds: a
+// customer it lacks is a key store that could not be read.
+func (s *Server) keyCustomer(k keys.Key) (keys.Customer, error) {
+	if k.CustomerID == 0 {
+		return keys.Customer{}, nil
+	}
+	c, ok := s.cfg.Keys.Customer(k.CustomerID)
+	if !ok {
+		return keys.Customer{}, fmt.Errorf("%w: customer %d of key %s not in the key index", keys.ErrUnavailable, k.CustomerID, k.Prefix)
+	}
+	return c, nil
+}
+
+// customerPlan is the quota plan of customer c (plans.Set.CustomerPlan),
+// or an *unknownPlanError if this server does not configure it.
+func (s *Server) customerPlan(c keys.Customer) (quota.Plan, error) {
+	q, err := s.cfg.Plans.CustomerPlan(c.Plan)
+	if err != nil {
+		return quota.Plan{}, &unknownPlanError{plan: c.Plan, customer: true}
+	}
+	return q, nil
+}
+
+// customerShare is q, a key's quota plan, with its customer c's plan as a
+// shared part (quota.Plan.Shared) that every charge must fit too, all or
+// nothing, and is recorded in.
+func (s *Server) customerShare(q quota.Plan, c keys.Customer) (quota.Plan, error) {
+	cq, err := s.customerPlan(c)
+	if err != nil {
+		return quota.Plan{}, err
+	}
+	q.Shared = []quota.Shared{{Identity: CustomerIdentity(c.ID), Plan: cq}}
+	return q, nil
+}
+
 // keyPlans holds the plan each key resolved to, by key id, for the version
-// of the key it was resolved for: every change of a key's plan or
-// overrides moves its UpdatedAt. It holds one plan a key the server has
-// served, as the key index holds the key.
+// of the key and of its customer it was resolved for: every change of a
+// key's plan, overrides or customer moves its UpdatedAt, and every change
+// of a customer's plan moves the customer's. It holds one plan a key the
+// server has served, as the key index holds the key.
 type keyPlans = byVersion[plans.Plan]
 
 // byVersion holds what the server resolved of each key (its plan, its
-// restrictions), by key id, for the version of the key it was resolved
-// for (its UpdatedAt).
+// restrictions), by key id, for the version it was resolved for.
 type byVersion[T any] struct {
 	mu sync.RWMutex
 	of map[int64]versioned[T]
 }
 
+// version is what a value was resolved from: a key's UpdatedAt and, where
+// the value depends on it, its customer's (zero for none).
+type version struct{ key, customer time.Time }
+
+func (v version) equal(o version) bool { return v.key.Equal(o.key) && v.customer.Equal(o.customer) }
+
 type versioned[T any] struct {
-	version time.Time
+	version version
 	value   T
 }
 
-func (c *byVersion[T]) get(k keys.Key) (T, bool) {
+func (c *byVersion[T]) get(id int64, v version) (T, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	e, ok := c.of[k.ID]
-	return e.value, ok && e.version.Equal(k.UpdatedAt)
+	e, ok := c.of[id]
+	return e.value, ok && e.version.equal(v)
 }
 
-func (c *byVersion[T]) put(k keys.Key, v T) {
+func (c *byVersion[T]) put(id int64, v version, value T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.of == nil {
 		c.of = make(map[int64]versioned[T])
 	}
-	c.of[k.ID] = versioned[T]{version: k.UpdatedAt, value: v}
+	c.of[id] = versioned[T]{version: v, value: value}
 }
 
 // presentedKey is the secret the request presents, or "".

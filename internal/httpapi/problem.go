@@ -81,11 +81,22 @@ func (e *rotatedKeyError) Error() string {
 }
 func (e *rotatedKeyError) Unwrap() error { return keys.ErrRotated }
 
-// unknownPlanError is a key whose plan this server does not configure.
-type unknownPlanError struct{ plan string }
+// unknownPlanError is a key whose plan, or whose customer's plan, this
+// server does not configure.
+type unknownPlanError struct {
+	plan     string
+	customer bool // the plan is the key's customer's
+}
 
 func (e *unknownPlanError) Error() string {
-	return fmt.Sprintf("the key's plan %q is not configured", e.plan)
+	return fmt.Sprintf("the %s plan %q is not configured on this server", e.whose(), e.plan)
+}
+
+func (e *unknownPlanError) whose() string {
+	if e.customer {
+		return "customer's"
+	}
+	return "key's"
 }
 
 // overPlanError is a request whose radius is above its plan's maximum:
@@ -179,10 +190,12 @@ func problemFor(err error) *problem {
 		return newProblem(http.StatusForbidden, "revoked-key", "Revoked API key", "the API key has been revoked")
 	case errors.Is(err, keys.ErrNotFound):
 		return newProblem(http.StatusNotFound, "not-found", "Not found", "no API key has that id")
+	case errors.Is(err, keys.ErrCustomerNotFound):
+		return newProblem(http.StatusNotFound, "not-found", "Not found", "no customer has that id")
 	case errors.Is(err, keys.ErrUnavailable):
 		return unavailable("keys-unavailable", "Key store unavailable", "the API key could not be checked; retry shortly")
 	case errors.As(err, &unknownPlan):
-		return newProblem(http.StatusForbidden, "unknown-plan", "Plan not available", fmt.Sprintf("the key's plan %q is not configured on this server", unknownPlan.plan))
+		return newProblem(http.StatusForbidden, "unknown-plan", "Plan not available", unknownPlan.Error())
 	case errors.As(err, &unknownKeys):
 		l := unknownKeys.usage
 		p := newProblem(http.StatusTooManyRequests, "too-many-unknown-keys", "Too many unknown API keys",

@@ -120,6 +120,11 @@ func (s *Server) adminAPI(r chi.Router) {
 	r.Delete("/keys/{id}/usage", s.handleResetUsage)
 	r.Put("/keys/{id}/expiry", s.handleSetExpiry)
 	r.Post("/keys/{id}/reroll", s.handleReroll)
+	r.Put("/keys/{id}/customer", s.handleSetCustomer)
+	r.Post("/customers", s.handleCreateCustomer)
+	r.Get("/customers", s.handleListCustomers)
+	r.Get("/customers/{id}", s.handleGetCustomer)
+	r.Put("/customers/{id}/plan", s.handleSetCustomerPlan)
 }
 
 // handleNotFound answers a route neither listener has.

@@ -70,6 +70,9 @@ type Keys interface {
 	// FindByID answers a key by its id from memory, as Find does (a
 	// token's parent key).
 	FindByID(id int64) (keys.Key, error)
+	// Customer answers a key's customer by its id from memory; the index
+	// holds the customer of every key it holds.
+	Customer(id int64) (keys.Customer, bool)
 	// Lookup asks the key store about a key Find did not know.
 	Lookup(ctx context.Context, secret string) (keys.Key, error)
 	// Refresh reads the store's changes, and RefreshIfOlder does unless a
@@ -78,9 +81,9 @@ type Keys interface {
 	RefreshIfOlder(ctx context.Context, age time.Duration) error
 }
 
-// KeyAdmin manages API keys: keys.Postgres or keys.Memory.
+// KeyAdmin manages API keys and customers: keys.Postgres or keys.Memory.
 type KeyAdmin interface {
-	CreateKind(ctx context.Context, kind keys.Kind, name, plan string) (keys.Key, string, error)
+	CreateKind(ctx context.Context, kind keys.Kind, name, plan string, customerID int64) (keys.Key, string, error)
 	List(ctx context.Context) ([]keys.Key, error)
 	Get(ctx context.Context, id int64) (keys.Key, error)
 	Revoke(ctx context.Context, id int64) (keys.Key, error)
@@ -89,6 +92,11 @@ type KeyAdmin interface {
 	SetExpiry(ctx context.Context, id int64, at time.Time) (keys.Key, error)
 	Reroll(ctx context.Context, id int64, overlap time.Duration) (keys.Key, string, error)
 	SetRestrictions(ctx context.Context, id int64, restrictions []byte) (keys.Key, error)
+	SetCustomer(ctx context.Context, id, customerID int64) (keys.Key, error)
+	CreateCustomer(ctx context.Context, name, plan string) (keys.Customer, error)
+	GetCustomer(ctx context.Context, id int64) (keys.Customer, error)
+	ListCustomers(ctx context.Context) ([]keys.Customer, error)
+	SetCustomerPlan(ctx context.Context, id int64, plan string) (keys.Customer, error)
 }
 
 // Check is one readiness check: a name and a ping.
@@ -205,7 +213,7 @@ type Server struct {
 	quota       Quota            // cfg.Quota behind a deny cache, within the time budget
 	denials     *quota.DenyCache // in front of cfg.Quota, shared by every use
 	meter       *quotahttp.Gate  // the quota gate of every metered route, and of /v1/quota
-	keyPlans    keyPlans         // each key's plan with its overrides, once per version of the key
+	keyPlans    keyPlans         // each key's plan with its overrides and its customer's, once per version of the key and customer
 	keyAccess   keyAccess        // each key's restrictions, once per version of the key
 	corsKeys    *corsKeys        // the origins keys allow, for CORS in keys mode; nil in another mode
 	tileCache   TileCache        // cfg.TileCache within the time budget

@@ -16,14 +16,17 @@ import (
 	"github.com/tileapi/tileapi/internal/access"
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/param"
+	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/internal/tokens"
+	"github.com/tileapi/tileapi/quota"
 )
 
 // Short-lived tokens (issue 24): the owner's server exchanges a secret
 // key for a token (POST /v1/tokens) that a web page presents like a key.
 // A token is checked with no I/O: its signature, then its parent key from
 // the key index by id. It is charged to the parent key (same identity,
-// plan and budget) and may narrow it: routes, layers, sets and a box.
+// plan and budget) and may narrow it: routes, layers, sets, a box, and a
+// budget of its own, charged beside the key's (withBudget).
 
 // tokenRoutes are the names a token's routes may hold: a restriction's
 // (access.Routes, accessRoute), but "tokens": a token cannot mint.
@@ -97,7 +100,8 @@ func newSigner(secret string) (*tokens.Signer, error) {
 }
 
 // identifyToken is the caller of a presented token: its parent key's
-// identity and plan, narrowed as the token says.
+// identity and plan, narrowed as the token says, with the token's budget
+// if it has one.
 func (s *Server) identifyToken(r *http.Request, token string) (caller, error) {
 	if s.tokens == nil {
 		return caller{}, &tokenError{err: errors.New("tokens are disabled on this server")}
@@ -115,7 +119,22 @@ func (s *Server) identifyToken(r *http.Request, token string) (caller, error) {
 	if err != nil {
 		return caller{}, err
 	}
-	return caller{identity: KeyIdentity(k.ID), plan: p, keyPrefix: k.Prefix, key: k, token: &claims}, nil
+	if claims.Budget > 0 {
+		p.Quota = withBudget(p.Quota, k, claims)
+	}
+	return caller{identity: KeyIdentity(k), plan: p, keyPrefix: k.Prefix, key: k, token: &claims}, nil
+}
+
+// withBudget is q, the quota plan of the token t's key k, with the token's
+// budget as one more shared part: one sliding window of the token's
+// lifetime, its budget at most, named plans.TokenLimit, in the token's own
+// identity within k's group. Every request of the token must fit it too,
+// in the same decision as the key's limits (and its customer's), so the
+// token stops at its budget while its key goes on.
+func withBudget(q quota.Plan, k keys.Key, t tokens.Claims) quota.Plan {
+	budget := quota.Plan{Name: plans.TokenLimit, Limits: []quota.Limit{{Name: plans.TokenLimit, Max: t.Budget, Window: t.ExpiresAt.Sub(t.IssuedAt)}}}
+	q.Shared = append(slices.Clip(q.Shared), quota.Shared{Identity: tokenIdentity(k, t.ID), Plan: budget})
+	return q
 }
 
 // parentKey is the key of id from the key index. A key the index does not
@@ -178,8 +197,10 @@ type tokenRequest struct {
 }
 
 // parseTokenRequest reads the body of POST /v1/tokens: a JSON object of
-// ttl ("15m"), routes, layers, sets and bbox, each optional; a field that
-// is unknown or bad is a *param.Error naming it.
+// ttl ("15m"), routes, layers, sets, bbox and budget, each optional; a
+// field that is unknown or bad is a *param.Error naming it. The budget's
+// bound, the key's plan, is checked once the key is known
+// (checkBudget).
 func (s *Server) parseTokenRequest(r *http.Request) (tokenRequest, error) {
 	var (
 		req tokenRequest
@@ -187,7 +208,7 @@ func (s *Server) parseTokenRequest(r *http.Request) (tokenRequest, error) {
 	)
 	dec := json.NewDecoder(r.Body)
 	if err := dec.Decode(&raw); err != nil && !errors.Is(err, io.EOF) {
-		return req, param.Invalid("body", "want a JSON object of ttl, routes, layers, sets and bbox, each optional")
+		return req, param.Invalid("body", "want a JSON object of ttl, routes, layers, sets, bbox and budget, each optional")
 	}
 	if dec.More() {
 		return req, param.Invalid("body", "want one JSON object")
@@ -218,8 +239,12 @@ func (s *Server) parseTokenRequest(r *http.Request) (tokenRequest, error) {
 		case "bbox":
 			req.n.BBox = new(tokens.BBox)
 			err = json.Unmarshal(v, req.n.BBox)
+		case "budget":
+			if json.Unmarshal(v, &req.n.Budget) != nil || req.n.Budget < 1 {
+				return req, param.Invalid(f, "want a positive whole number of units, at most the smallest maximum of the key's plan")
+			}
 		default:
-			return req, param.Invalid(f, "unknown field; want ttl, routes, layers, sets or bbox")
+			return req, param.Invalid(f, "unknown field; want ttl, routes, layers, sets, bbox or budget")
 		}
 		if err != nil {
 			var fe *tokens.FieldError
@@ -251,6 +276,16 @@ func (s *Server) parseTokenRequest(r *http.Request) (tokenRequest, error) {
 		}
 	}
 	return req, nil
+}
+
+// checkBudget refuses a token budget above the smallest maximum of p, the
+// plan of the key that mints the token (its customer's limits included):
+// a budget is a lower one.
+func checkBudget(budget int64, p plans.Plan) error {
+	if most := p.Quota.MaxCost(); budget > most {
+		return param.Invalid("budget", "%d units is above %d, the smallest maximum of the key's plan %q", budget, most, p.Name)
+	}
+	return nil
 }
 
 // fieldError is a *tokens.FieldError as a *param.Error.
@@ -285,6 +320,9 @@ func (s *Server) handleMintToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.gate(w, r, func(c caller) (metered, error) {
+		if err := checkBudget(req.n.Budget, c.plan); err != nil {
+			return metered{}, err
+		}
 		return metered{
 			route: "tokens",
 			cost:  c.plan.Cost.Flat,

@@ -300,7 +300,12 @@ func TestMintToken(t *testing.T) {
 		{"key-std", `{"bbox": [3, 48, 2, 49]}`, http.StatusBadRequest, "invalid-parameter", "bbox"},
 		{"key-std", `{"bbox": [2, 48, 3]}`, http.StatusBadRequest, "invalid-parameter", "bbox"},
 		{"key-std", `{"bbox": [2, 48, 3, 91]}`, http.StatusBadRequest, "invalid-parameter", "bbox"},
-		{"key-std", `{"budget": 10}`, http.StatusBadRequest, "invalid-parameter", "budget"},
+		{"key-std", `{"budget": 0}`, http.StatusBadRequest, "invalid-parameter", "budget"},
+		{"key-std", `{"budget": -3}`, http.StatusBadRequest, "invalid-parameter", "budget"},
+		{"key-std", `{"budget": 2.5}`, http.StatusBadRequest, "invalid-parameter", "budget"},
+		{"key-std", `{"budget": "10"}`, http.StatusBadRequest, "invalid-parameter", "budget"},
+		{"key-std", `{"budget": 101}`, http.StatusBadRequest, "invalid-parameter", "budget"}, // std's burst is 100
+		{"key-std", `{"budgets": 10}`, http.StatusBadRequest, "invalid-parameter", "budgets"},
 	} {
 		_, p := e.mint(t, tc.secret, tc.body, tc.status)
 		if p.Code != tc.code || p.Field != tc.field {

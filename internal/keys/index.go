@@ -2,9 +2,11 @@ package keys
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -32,6 +34,8 @@ var ErrUnavailable = errors.New("keys: key store unavailable")
 type source interface {
 	LookupEntry(ctx context.Context, hash []byte) (Entry, error)
 	Changed(ctx context.Context, since time.Time) ([]Entry, error)
+	GetCustomer(ctx context.Context, id int64) (Customer, error)
+	ChangedCustomers(ctx context.Context, since time.Time) ([]Customer, error)
 }
 
 // Entry is a key with the hash of its secret, and of its secret before
@@ -43,11 +47,12 @@ type Entry struct {
 }
 
 // Index holds every API key in process, by the hash of its secret, and
-// keeps itself fresh by reading the store's changes (Refresh, Run). A
-// request is then answered from memory: a known key, active or revoked,
-// costs no round trip, and neither does a made-up key that was looked up
-// before. A key the index does not know yet (made on another server since
-// the last refresh) is found by Lookup. It is safe for concurrent use.
+// every customer, by id, and keeps itself fresh by reading the store's
+// changes (Refresh, Run). A request is then answered from memory: a known
+// key, active or revoked, and its customer cost no round trip, and
+// neither does a made-up key that was looked up before. A key the index
+// does not know yet (made on another server since the last refresh) is
+// found by Lookup, with its customer. It is safe for concurrent use.
 type Index struct {
 	store source
 	every time.Duration
@@ -56,8 +61,10 @@ type Index struct {
 	mu         sync.RWMutex
 	byHash     map[string]slot      // string(hash of a secret) -> the key it is of
 	byID       map[int64]held       // key id -> its latest version taken in
+	customers  map[int64]Customer   // customer id -> its latest version taken in
 	unknown    map[string]time.Time // hashes the store did not have, until when that is believed
-	newest     time.Time            // the latest UpdatedAt read
+	newest     time.Time            // the latest UpdatedAt of a key read by a refresh
+	newestC    time.Time            // the latest UpdatedAt of a customer read by a refresh
 	refreshed  time.Time            // when the last successful Refresh began
 	onChange   func(Key)            // told of each key version taken in
 }
@@ -76,8 +83,10 @@ type held struct {
 }
 
 // OnChange has f told of each version of a key the index takes in, by the
-// refresh or lookup that read it, before Find returns it: so a server can
-// resolve what a key needs (its plan with its overrides) once a version,
+// refresh or lookup that read it, before Find returns it, and of each key
+// of a customer again when the index takes in a new version of the
+// customer (Customer then returns it): so a server can resolve what a key
+// needs (its plan with its overrides, and its customer's) once a version,
 // off the request path. Call it before the first Refresh.
 func (x *Index) OnChange(f func(Key)) {
 	x.mu.Lock()
@@ -89,7 +98,21 @@ func (x *Index) OnChange(f func(Key)) {
 // Run refreshes every every. An unknown key looked up is remembered as
 // unknown for every as well.
 func NewIndex(store source, every time.Duration) *Index {
-	return &Index{store: store, every: every, byHash: make(map[string]slot), byID: make(map[int64]held), unknown: make(map[string]time.Time)}
+	return &Index{
+		store: store, every: every,
+		byHash: make(map[string]slot), byID: make(map[int64]held), customers: make(map[int64]Customer),
+		unknown: make(map[string]time.Time),
+	}
+}
+
+// Customer answers from memory: the customer with the given id, as its
+// latest version read, and whether the index holds it. The index holds
+// the customer of every key it holds.
+func (x *Index) Customer(id int64) (Customer, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	c, ok := x.customers[id]
+	return c, ok
 }
 
 // Find answers from memory: the key whose secret was presented, the key
@@ -143,9 +166,10 @@ func verdict(k Key, previous bool, now time.Time) (Key, error) {
 	return k, nil
 }
 
-// Lookup asks the store for the key whose secret was presented and adds the
-// answer to the index. It returns what Find would then return, or an error
-// matching ErrUnavailable if the store failed.
+// Lookup asks the store for the key whose secret was presented, and for
+// its customer if the index does not hold it, and adds the answers to the
+// index. It returns what Find would then return, or an error matching
+// ErrUnavailable if the store failed.
 func (x *Index) Lookup(ctx context.Context, secret string) (Key, error) {
 	h := Hash(secret)
 	e, err := x.store.LookupEntry(ctx, h)
@@ -159,6 +183,17 @@ func (x *Index) Lookup(ctx context.Context, secret string) (Key, error) {
 	case err != nil:
 		return Key{}, fmt.Errorf("keys: lookup %s: %w", PrefixOf(secret), unavailable(err))
 	}
+	if id := e.Key.CustomerID; id != 0 {
+		if _, held := x.Customer(id); !held {
+			c, err := x.store.GetCustomer(ctx, id)
+			if err != nil {
+				return Key{}, fmt.Errorf("keys: lookup %s: customer %d: %w", PrefixOf(secret), id, unavailable(err))
+			}
+			x.mu.Lock()
+			x.putCustomer(c)
+			x.mu.Unlock()
+		}
+	}
 	x.changed(e.Key)
 	x.mu.Lock()
 	x.put(e)
@@ -166,8 +201,8 @@ func (x *Index) Lookup(ctx context.Context, secret string) (Key, error) {
 	return verdict(e.Key, !bytes.Equal(e.Hash, h), time.Now())
 }
 
-// Refresh reads every key changed since the last refresh (every key, the
-// first time) into the index. An error matches ErrUnavailable and leaves
+// Refresh reads every key and customer changed since the last refresh
+// (every one, the first time) into the index. An error matches ErrUnavailable and leaves
 // the index as it was.
 func (x *Index) Refresh(ctx context.Context) error {
 	x.refreshing.Lock()
@@ -193,27 +228,53 @@ func (x *Index) RefreshIfOlder(ctx context.Context, age time.Duration) error {
 func (x *Index) refresh(ctx context.Context) error {
 	start := time.Now()
 	x.mu.RLock()
-	since := x.newest.Add(-overlap)
-	if x.newest.IsZero() {
-		since = time.Time{}
-	}
+	since, sinceC := before(x.newest), before(x.newestC)
 	x.mu.RUnlock()
 	changed, err := x.store.Changed(ctx, since)
 	if err != nil {
 		return fmt.Errorf("keys: refresh: %w", unavailable(err))
 	}
-	// Told before the index holds them, so that no request finds a key
-	// version before it is resolved; a version read again (the overlap)
-	// is not told twice.
-	x.mu.RLock()
-	var fresh []Key
-	for _, e := range changed {
-		if old, ok := x.byID[e.Key.ID]; !ok || e.Key.UpdatedAt.After(old.key.UpdatedAt) {
-			fresh = append(fresh, e.Key)
+	// Customers after keys: a customer was made before any key named it,
+	// so the customer of every key just read is read now if it was not
+	// before.
+	customers, err := x.store.ChangedCustomers(ctx, sinceC)
+	if err != nil {
+		return fmt.Errorf("keys: refresh: %w", unavailable(err))
+	}
+	// A new version of a customer is taken in first, for its keys to be
+	// resolved with it. A key version is told before the index holds it,
+	// so that no request finds it before it is resolved; a version read
+	// again (the overlap) is not told twice.
+	x.mu.Lock()
+	recustomed := make(map[int64]bool) // customers of which a new version is taken in
+	for _, c := range customers {
+		if x.putCustomer(c) {
+			recustomed[c.ID] = true
+		}
+		if c.UpdatedAt.After(x.newestC) {
+			x.newestC = c.UpdatedAt
 		}
 	}
-	x.mu.RUnlock()
-	for _, k := range fresh {
+	var tell []Key
+	told := make(map[int64]bool)
+	for _, e := range changed {
+		if old, ok := x.byID[e.Key.ID]; !ok || e.Key.UpdatedAt.After(old.key.UpdatedAt) {
+			tell = append(tell, e.Key)
+			told[e.Key.ID] = true
+		}
+	}
+	if len(recustomed) > 0 {
+		var again []Key // the keys of those customers held and not told above, by id
+		for id, hd := range x.byID {
+			if recustomed[hd.key.CustomerID] && !told[id] {
+				again = append(again, hd.key)
+			}
+		}
+		slices.SortFunc(again, func(a, b Key) int { return cmp.Compare(a.ID, b.ID) })
+		tell = append(tell, again...)
+	}
+	x.mu.Unlock()
+	for _, k := range tell {
 		x.changed(k)
 	}
 	x.mu.Lock()
@@ -226,6 +287,25 @@ func (x *Index) refresh(ctx context.Context) error {
 	}
 	x.refreshed = start
 	return nil
+}
+
+// before is where a refresh reads changes from, given the latest UpdatedAt
+// it has read: overlap before it, or from the start for none.
+func before(newest time.Time) time.Time {
+	if newest.IsZero() {
+		return time.Time{}
+	}
+	return newest.Add(-overlap)
+}
+
+// putCustomer takes in c unless the index holds the same version or a
+// later one, and reports whether it took it; the caller holds mu.
+func (x *Index) putCustomer(c Customer) bool {
+	if old, ok := x.customers[c.ID]; ok && !c.UpdatedAt.After(old.UpdatedAt) {
+		return false
+	}
+	x.customers[c.ID] = c
+	return true
 }
 
 // changed tells OnChange's function of k, if there is one.

@@ -8,6 +8,9 @@
 // holds every key in process and keeps itself fresh from the store's
 // changes, so a request costs no database round trip.
 //
+// A key may belong to a Customer, whose plan every request of the key
+// must fit too; the Index holds customers beside keys.
+//
 // Plan names are not validated here: the caller checks them against its
 // plans.
 package keys
@@ -36,8 +39,8 @@ type Key struct {
 	// RevokedAt is when the key was revoked, zero while it is active.
 	RevokedAt time.Time
 	// UpdatedAt is when the key was last changed (created, revoked,
-	// rerolled, moved to another plan, given overrides, restrictions or an
-	// expiry), by the store's clock.
+	// rerolled, moved to another plan or customer, given overrides,
+	// restrictions or an expiry), by the store's clock.
 	UpdatedAt time.Time
 	// Overrides is the JSON of the key's own changes to its plan
 	// (plans.Overrides), nil for none. This package stores it as it is.
@@ -52,6 +55,9 @@ type Key struct {
 	// secret it had before the last reroll stops working; zero for a key
 	// never rerolled.
 	PreviousValidUntil time.Time
+	// CustomerID is the id of the customer the key belongs to, 0 for
+	// none.
+	CustomerID int64
 }
 
 // Kind is the kind of the key: publishable or secret, as its prefix says.
@@ -78,6 +84,9 @@ var (
 	// ErrNotFound means no key has the id an admin operation names (HTTP
 	// 404).
 	ErrNotFound = errors.New("keys: key not found")
+	// ErrCustomerNotFound means no customer has the id an operation names
+	// (HTTP 404 for the customer itself, 400 for a key given to it).
+	ErrCustomerNotFound = errors.New("keys: customer not found")
 )
 
 // Kind says where a key belongs: a publishable key in web pages, a secret

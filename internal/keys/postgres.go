@@ -7,13 +7,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tileapi/tileapi/internal/pgq"
 )
 
 // Postgres keeps keys in the api_keys table (migrations/00003_api_keys.sql)
-// as their hash and visible prefix, never their secret.
+// as their hash and visible prefix, never their secret, and customers in
+// the customers table (migrations/00010_customers.sql).
 type Postgres struct {
 	pool *pgxpool.Pool
 }
@@ -25,13 +27,13 @@ func NewPostgres(pool *pgxpool.Pool) *Postgres {
 }
 
 // The columns every query returns, as a row.
-const keyColumns = `id, prefix, name, plan, created_at, revoked_at, updated_at, overrides, restrictions, expires_at, previous_valid_until`
+const keyColumns = `id, prefix, name, plan, created_at, revoked_at, updated_at, overrides, restrictions, expires_at, previous_valid_until, customer_id`
 
 const (
 	// addSQL inserts a key, or on a secret already registered returns that
 	// key: the no-op update makes RETURNING yield the existing row, also
 	// when a concurrent Add of the same secret commits first.
-	addSQL = `INSERT INTO api_keys (hash, prefix, name, plan) VALUES ($1, $2, $3, $4)
+	addSQL = `INSERT INTO api_keys (hash, prefix, name, plan, customer_id) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (hash) DO UPDATE SET hash = api_keys.hash
 RETURNING ` + keyColumns
 	// lookupSQL finds a key by its secret or its secret before its last
@@ -64,6 +66,9 @@ ORDER BY hash = $1 DESC LIMIT 1`
 	prefix = CASE WHEN starts_with(prefix, 'tk_pub_') THEN $3::text ELSE $5::text END,
 	updated_at = now()
 WHERE id = $1 RETURNING ` + keyColumns
+	// setCustomerSQL moves a key to customer $2, or out of any for NULL;
+	// a customer that does not exist fails the foreign key.
+	setCustomerSQL = `UPDATE api_keys SET customer_id = $2, updated_at = now() WHERE id = $1 RETURNING ` + keyColumns
 )
 
 // row is a key as the queries return it.
@@ -80,6 +85,7 @@ type row struct {
 	ExpiresAt    *time.Time // NULL for never
 	// PreviousValidUntil is NULL for a key never rerolled.
 	PreviousValidUntil *time.Time
+	CustomerID         *int64 // NULL for none
 }
 
 func (r row) key() Key {
@@ -94,25 +100,30 @@ func (r row) key() Key {
 	if r.PreviousValidUntil != nil {
 		k.PreviousValidUntil = r.PreviousValidUntil.UTC()
 	}
+	if r.CustomerID != nil {
+		k.CustomerID = *r.CustomerID
+	}
 	return k
 }
 
 // Create makes a secret key with a new secret and returns it with the
 // secret, which is not stored and cannot be shown again.
 func (p *Postgres) Create(ctx context.Context, name, plan string) (Key, string, error) {
-	return p.CreateKind(ctx, Secret, name, plan)
+	return p.CreateKind(ctx, Secret, name, plan, 0)
 }
 
-// CreateKind makes a key of kind k with a new secret and returns it with
-// the secret, which is not stored and cannot be shown again.
-func (p *Postgres) CreateKind(ctx context.Context, kind Kind, name, plan string) (Key, string, error) {
+// CreateKind makes a key of kind k with a new secret, of the customer
+// customerID (0 for none), and returns it with the secret, which is not
+// stored and cannot be shown again. It returns ErrCustomerNotFound if
+// there is no such customer.
+func (p *Postgres) CreateKind(ctx context.Context, kind Kind, name, plan string, customerID int64) (Key, string, error) {
 	secret, err := Generate(kind)
 	if err != nil {
 		return Key{}, "", err
 	}
-	// Two generated secrets never collide (256 random bits), so Add always
+	// Two generated secrets never collide (256 random bits), so add always
 	// inserts here.
-	k, err := p.Add(ctx, name, plan, secret)
+	k, err := p.add(ctx, name, plan, secret, customerID)
 	return k, secret, err
 }
 
@@ -120,9 +131,13 @@ func (p *Postgres) CreateKind(ctx context.Context, kind Kind, name, plan string)
 // secret is already registered it returns that key unchanged, whatever
 // name and plan it is given.
 func (p *Postgres) Add(ctx context.Context, name, plan, secret string) (Key, error) {
-	k, err := p.one(ctx, addSQL, Hash(secret), PrefixOf(secret), name, plan)
+	return p.add(ctx, name, plan, secret, 0)
+}
+
+func (p *Postgres) add(ctx context.Context, name, plan, secret string, customerID int64) (Key, error) {
+	k, err := p.one(ctx, addSQL, Hash(secret), PrefixOf(secret), name, plan, nullID(customerID))
 	if err != nil {
-		return Key{}, fmt.Errorf("keys: add: %w", storeFailure(err))
+		return Key{}, fmt.Errorf("keys: add: %w", customerFailure(customerID, storeFailure(err)))
 	}
 	return k, nil
 }
@@ -262,6 +277,33 @@ func (p *Postgres) Reroll(ctx context.Context, id int64, overlap time.Duration) 
 	return k, sec, nil
 }
 
+// SetCustomer moves the key with the given id to the customer customerID,
+// or out of any for 0, and returns it; ErrNotFound if there is no such
+// key, ErrCustomerNotFound if there is no such customer.
+func (p *Postgres) SetCustomer(ctx context.Context, id, customerID int64) (Key, error) {
+	k, err := p.byID(ctx, "set customer", setCustomerSQL, id, nullID(customerID))
+	return k, customerFailure(customerID, err)
+}
+
+// nullID is id as a query argument: NULL for 0.
+func nullID(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return id
+}
+
+// customerFailure is err, the failure of a write that gave a key the
+// customer customerID, as ErrCustomerNotFound where the customer does not
+// exist (the foreign key refused it).
+func customerFailure(customerID int64, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" { // foreign_key_violation
+		return fmt.Errorf("%w: id %d", ErrCustomerNotFound, customerID)
+	}
+	return err
+}
+
 // byID runs query, whose $1 is id, for the operation op and returns the key
 // it yields, or ErrNotFound.
 func (p *Postgres) byID(ctx context.Context, op, query string, id int64, args ...any) (Key, error) {
@@ -293,4 +335,85 @@ func storeFailure(err error) error {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return err
+}
+
+// The columns every customer query returns, as a row.
+const customerColumns = `id, name, plan, created_at, updated_at`
+
+const (
+	createCustomerSQL = `INSERT INTO customers (name, plan) VALUES ($1, $2) RETURNING ` + customerColumns
+	getCustomerSQL    = `SELECT ` + customerColumns + ` FROM customers WHERE id = $1`
+	listCustomersSQL  = `SELECT ` + customerColumns + ` FROM customers ORDER BY id`
+	// changedCustomersSQL reads what Index.Refresh needs, through the
+	// index on updated_at.
+	changedCustomersSQL = `SELECT ` + customerColumns + ` FROM customers WHERE updated_at > $1 ORDER BY updated_at`
+	setCustomerPlanSQL  = `UPDATE customers SET plan = $2, updated_at = now() WHERE id = $1 RETURNING ` + customerColumns
+	renameCustomerSQL   = `UPDATE customers SET name = $2, updated_at = now() WHERE id = $1 RETURNING ` + customerColumns
+)
+
+// CreateCustomer makes a customer on plan and returns it.
+func (p *Postgres) CreateCustomer(ctx context.Context, name, plan string) (Customer, error) {
+	rows, _ := p.pool.Query(ctx, createCustomerSQL, name, plan)
+	c, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Customer])
+	if err != nil {
+		return Customer{}, fmt.Errorf("keys: create customer: %w", storeFailure(err))
+	}
+	return c.utc(), nil
+}
+
+// GetCustomer returns the customer with the given id, or
+// ErrCustomerNotFound.
+func (p *Postgres) GetCustomer(ctx context.Context, id int64) (Customer, error) {
+	return p.customerByID(ctx, "get customer", getCustomerSQL, id)
+}
+
+// ListCustomers returns every customer, by id.
+func (p *Postgres) ListCustomers(ctx context.Context) ([]Customer, error) {
+	return p.customers(ctx, "list customers", listCustomersSQL)
+}
+
+// ChangedCustomers returns every customer whose UpdatedAt is after since,
+// oldest change first: what an Index reads to keep fresh.
+func (p *Postgres) ChangedCustomers(ctx context.Context, since time.Time) ([]Customer, error) {
+	return p.customers(ctx, "changed customers", changedCustomersSQL, since)
+}
+
+// SetCustomerPlan moves the customer with the given id to plan and returns
+// it, or ErrCustomerNotFound.
+func (p *Postgres) SetCustomerPlan(ctx context.Context, id int64, plan string) (Customer, error) {
+	return p.customerByID(ctx, "set customer plan", setCustomerPlanSQL, id, plan)
+}
+
+// RenameCustomer gives the customer with the given id a new name and
+// returns it, or ErrCustomerNotFound.
+func (p *Postgres) RenameCustomer(ctx context.Context, id int64, name string) (Customer, error) {
+	return p.customerByID(ctx, "rename customer", renameCustomerSQL, id, name)
+}
+
+// customerByID runs query, whose $1 is id, for the operation op and
+// returns the customer it yields, or ErrCustomerNotFound.
+func (p *Postgres) customerByID(ctx context.Context, op, query string, id int64, args ...any) (Customer, error) {
+	rows, _ := p.pool.Query(ctx, query, append([]any{id}, args...)...)
+	c, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Customer])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Customer{}, fmt.Errorf("%w: id %d", ErrCustomerNotFound, id)
+	}
+	if err != nil {
+		return Customer{}, fmt.Errorf("keys: %s %d: %w", op, id, storeFailure(err))
+	}
+	return c.utc(), nil
+}
+
+// customers runs query for the operation op and returns the customers it
+// yields.
+func (p *Postgres) customers(ctx context.Context, op, query string, args ...any) ([]Customer, error) {
+	rows, _ := p.pool.Query(ctx, query, args...)
+	cs, err := pgx.CollectRows(rows, pgx.RowToStructByName[Customer])
+	if err != nil {
+		return nil, fmt.Errorf("keys: %s: %w", op, storeFailure(err))
+	}
+	for i := range cs {
+		cs[i] = cs[i].utc()
+	}
+	return cs, nil
 }

@@ -18,7 +18,7 @@ func TestReroll(t *testing.T) {
 		t.Run(kind.name, func(t *testing.T) {
 			s := kind.newStore(t)
 			x := keys.NewIndex(s, time.Minute)
-			k, old := mustCreate(t)(s.CreateKind(ctx, keys.Publishable, "web", "free"))
+			k, old := mustCreate(t)(s.CreateKind(ctx, keys.Publishable, "web", "free", 0))
 			k = mustKey(t)(s.SetOverrides(ctx, k.ID, []byte(`{"max_in_flight": 2}`)))
 			mustRefresh(t, x)
 

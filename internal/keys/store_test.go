@@ -21,7 +21,7 @@ type store interface {
 	Add(ctx context.Context, name, plan, secret string) (keys.Key, error)
 	Lookup(ctx context.Context, hash []byte) (keys.Key, error)
 	LookupEntry(ctx context.Context, hash []byte) (keys.Entry, error)
-	CreateKind(ctx context.Context, kind keys.Kind, name, plan string) (keys.Key, string, error)
+	CreateKind(ctx context.Context, kind keys.Kind, name, plan string, customerID int64) (keys.Key, string, error)
 	Reroll(ctx context.Context, id int64, overlap time.Duration) (keys.Key, string, error)
 	Changed(ctx context.Context, since time.Time) ([]keys.Entry, error)
 	List(ctx context.Context) ([]keys.Key, error)
@@ -31,6 +31,13 @@ type store interface {
 	SetOverrides(ctx context.Context, id int64, overrides []byte) (keys.Key, error)
 	SetRestrictions(ctx context.Context, id int64, restrictions []byte) (keys.Key, error)
 	SetExpiry(ctx context.Context, id int64, at time.Time) (keys.Key, error)
+	SetCustomer(ctx context.Context, id, customerID int64) (keys.Key, error)
+	CreateCustomer(ctx context.Context, name, plan string) (keys.Customer, error)
+	GetCustomer(ctx context.Context, id int64) (keys.Customer, error)
+	ListCustomers(ctx context.Context) ([]keys.Customer, error)
+	ChangedCustomers(ctx context.Context, since time.Time) ([]keys.Customer, error)
+	SetCustomerPlan(ctx context.Context, id int64, plan string) (keys.Customer, error)
+	RenameCustomer(ctx context.Context, id int64, name string) (keys.Customer, error)
 }
 
 var (
@@ -51,7 +58,7 @@ func kinds(t *testing.T) []kind {
 	return []kind{
 		{"memory", func(*testing.T) store { return keys.NewMemory() }},
 		{"postgres", func(t *testing.T) store {
-			if _, err := pool.Exec(context.Background(), "TRUNCATE api_keys RESTART IDENTITY"); err != nil {
+			if _, err := pool.Exec(context.Background(), "TRUNCATE api_keys, customers RESTART IDENTITY"); err != nil {
 				t.Fatal(err)
 			}
 			return keys.NewPostgres(pool)
@@ -62,7 +69,7 @@ func kinds(t *testing.T) []kind {
 // same reports whether a and b are the same record.
 func same(a, b keys.Key) bool {
 	return a.ID == b.ID && a.Prefix == b.Prefix && a.Name == b.Name && a.Plan == b.Plan &&
-		a.CreatedAt.Equal(b.CreatedAt) && a.RevokedAt.Equal(b.RevokedAt)
+		a.CreatedAt.Equal(b.CreatedAt) && a.RevokedAt.Equal(b.RevokedAt) && a.CustomerID == b.CustomerID
 }
 
 // sameJSON reports whether got is the JSON want, whatever its spacing.
@@ -338,8 +345,8 @@ func TestPostgresKeepsNoSecret(t *testing.T) {
 		k.ID).Scan(&cols); err != nil {
 		t.Fatal(err)
 	}
-	if len(cols) != 13 {
-		t.Fatalf("row %q: want 13 columns", cols)
+	if len(cols) != 14 {
+		t.Fatalf("row %q: want 14 columns", cols)
 	}
 	for _, v := range cols {
 		if strings.Contains(v, secret) || strings.Contains(v, hidden) || strings.Contains(v, hidden[:8]) {

@@ -119,21 +119,25 @@ func New(pool *pgxpool.Pool, opt Options) *Ledger {
 }
 
 // Record adds units (negative for units given back) to every period rc's
-// charge was counted in. It does no I/O.
+// charge was counted in, in every part of it: the charged identity's and
+// each shared identity's (quota.Receipt.Shared, such as a key's customer),
+// so that a customer's month survives a loss of Redis as a key's does. It
+// does no I/O.
 func (l *Ledger) Record(rc quota.Receipt, units int64) {
-	ps := rc.Periods()
-	if len(ps) == 0 || units == 0 {
+	if units == 0 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, p := range ps {
-		r := row{identity: rc.Identity(), limit: p.Limit, start: p.Start.UnixMicro()}
-		if _, held := l.pending[r]; !held && len(l.pending) >= l.opt.MaxPending {
-			l.stats.Dropped++
-			continue
+	for _, part := range append([]quota.Receipt{rc}, rc.Shared()...) {
+		for _, p := range part.Periods() {
+			r := row{identity: part.Identity(), limit: p.Limit, start: p.Start.UnixMicro()}
+			if _, held := l.pending[r]; !held && len(l.pending) >= l.opt.MaxPending {
+				l.stats.Dropped++
+				continue
+			}
+			l.pending[r] += units
 		}
-		l.pending[r] += units
 	}
 }
 

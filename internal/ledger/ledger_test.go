@@ -357,3 +357,96 @@ func TestOverdraftRecorded(t *testing.T) {
 		t.Errorf("the ledger holds %d units, want 80: two overdrafts of 40, past the month's 50, the retry not again", u)
 	}
 }
+
+// A charge under a plan with a shared identity (a key's customer) is
+// recorded in every part: the customer's month adds up in the ledger from
+// all its keys, refunds and settlements given back in both.
+func TestSharedPartsRecorded(t *testing.T) {
+	pool := spatialtest.Migrated(t)
+	l := New(pool, Options{})
+	store := l.Store(quota.NewMemory(nil))
+	ctx := context.Background()
+	customer, err := quota.NewPlan("team", quota.Limit{Name: "customer.burst", Max: 1 << 30, Window: time.Second}, quota.Limit{Name: "customer.month", Max: 1000, Period: quota.Month})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("customer:%d", time.Now().UnixNano())
+	p := monthly(t, 1000)
+	p.Shared = []quota.Shared{{Identity: id, Plan: customer}}
+	a, b := quota.Member(id, "key:1"), quota.Member(id, "key:2")
+	d1, err := store.Charge(ctx, a, p, 10)
+	if err != nil || !d1.Allowed {
+		t.Fatalf("charge: %+v %v", d1, err)
+	}
+	d2, err := store.Charge(ctx, b, p, 7)
+	if err != nil || !d2.Allowed {
+		t.Fatalf("charge: %+v %v", d2, err)
+	}
+	if _, ok, err := store.Settle(ctx, d2.Receipt, 3); !ok || err != nil {
+		t.Fatalf("settle: %v %v", ok, err)
+	}
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for who, want := range map[string]int64{a: 10, b: 3, id: 13} {
+		if got := tableUnits(t, pool, who); got != want {
+			t.Errorf("the ledger holds %d units of %s, want %d", got, who, want)
+		}
+	}
+	if ok, err := store.Refund(ctx, d1.Receipt); !ok || err != nil {
+		t.Fatalf("refund: %v %v", ok, err)
+	}
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for who, want := range map[string]int64{a: 0, b: 3, id: 3} {
+		if got := tableUnits(t, pool, who); got != want {
+			t.Errorf("after a refund the ledger holds %d units of %s, want %d", got, who, want)
+		}
+	}
+}
+
+// A customer's month survives a Redis restart as a key's does: 30 of its
+// 50 units spent by two of its keys, written to the ledger, then Redis
+// restarts without persistence; 20 are left, whichever key asks.
+func TestRedisRestartKeepsTheCustomersMonth(t *testing.T) {
+	pool := spatialtest.Migrated(t)
+	srv := quotatest.StartRedisServer(t)
+	client := quotatest.NewClient(t, srv.URL())
+	l := New(pool, Options{})
+	store := l.Store(quota.NewRedis(client, quota.WithPeriodSource(l)))
+	ctx := context.Background()
+	customer, err := quota.NewPlan("team", quota.Limit{Name: "customer.burst", Max: 1 << 30, Window: time.Second}, quota.Limit{Name: "customer.month", Max: 50, Period: quota.Month})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("customer:%d", time.Now().UnixNano())
+	p := monthly(t, 1000)
+	p.Shared = []quota.Shared{{Identity: id, Plan: customer}}
+	members := []string{quota.Member(id, "key:1"), quota.Member(id, "key:2")}
+	for i := range 3 {
+		if d, err := store.Charge(ctx, members[i%2], p, 10); err != nil || !d.Allowed {
+			t.Fatalf("charge: %+v %v", d, err)
+		}
+	}
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	admitted := int64(0)
+	for i := range 10 {
+		d, err := store.Charge(ctx, members[i%2], p, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			admitted += 5
+		}
+	}
+	if admitted != 20 {
+		t.Errorf("after the restart %d more units were served, want 20 (30 of the customer's 50 kept)", admitted)
+	}
+}

@@ -69,6 +69,9 @@ func (p Plan) With(o Overrides) (Plan, error) {
 		if _, twice := seen[l.Name]; twice {
 			return Plan{}, param.Invalid(at+".name", "limit %q is overridden twice", l.Name)
 		}
+		if err := reserved(l.Name); err != nil {
+			return Plan{}, param.Invalid(at+".name", "%v", err)
+		}
 		seen[l.Name] = i
 		if j := slices.IndexFunc(limits, func(x quota.Limit) bool { return x.Name == l.Name }); j >= 0 {
 			limits[j] = l

@@ -220,21 +220,74 @@ func longestWindow(q quota.Plan) time.Duration {
 // errors are *param.Error values naming "plan", or the override at fault
 // ("limits[1].window"), and saying what is wrong.
 func (s Set) KeyPlan(name string, o Overrides) (Plan, error) {
-	p, ok := s.byName[name]
-	if !ok || name == Anonymous {
-		var keyPlans []string
-		for _, n := range s.names {
-			if n != Anonymous {
-				keyPlans = append(keyPlans, n)
-			}
-		}
-		reason := "is not a configured plan"
-		if name == Anonymous {
-			reason = "is the plan of requests without a key"
-		}
-		return Plan{}, param.Invalid("plan", "%q %s; a key may be on %s", name, reason, strings.Join(keyPlans, ", "))
+	p, err := s.keyable(name, "a key")
+	if err != nil {
+		return Plan{}, err
 	}
 	return p.With(o)
+}
+
+// CustomerLimitPrefix starts the name of each limit of a customer's plan
+// (CustomerPlan): "customer.minute", told from the key's own "minute" in
+// a decision and in the headers that name the binding limit.
+const CustomerLimitPrefix = "customer."
+
+// TokenLimit is the name of the limit of a short-lived token's own budget,
+// charged beside its key's limits.
+const TokenLimit = "token"
+
+// reserved reports, as an error, a limit name that a plan or an override
+// may not take: the names of a customer's limits and of a token's budget,
+// which are charged beside a key's own and must differ from them.
+func reserved(name string) error {
+	if name == TokenLimit || strings.HasPrefix(name, CustomerLimitPrefix) {
+		return fmt.Errorf("limit %q: %q and names starting %q are reserved for a token's budget and a customer's limits", name, TokenLimit, CustomerLimitPrefix)
+	}
+	return nil
+}
+
+// CustomerPlan returns the quota plan of a customer on the plan called
+// name, which every charge of the customer's keys must fit beside the
+// key's own: the plan's limits, each named with CustomerLimitPrefix, its
+// time zone and the set's history. Prices, the largest radius and the
+// in-flight limit are the key's plan's, never the customer's. It is the
+// one check of a customer's plan, for every way of setting it: the plan
+// must be one a key may be on (KeyPlan). Its errors are *param.Error
+// values naming "plan".
+func (s Set) CustomerPlan(name string) (quota.Plan, error) {
+	p, err := s.keyable(name, "a customer")
+	if err != nil {
+		return quota.Plan{}, err
+	}
+	q := quota.Plan{Name: p.Quota.Name, Location: p.Quota.Location, History: p.Quota.History, Limits: slices.Clone(p.Quota.Limits)}
+	for i := range q.Limits {
+		q.Limits[i].Name = CustomerLimitPrefix + q.Limits[i].Name
+	}
+	if err := q.Validate(); err != nil {
+		return quota.Plan{}, param.Invalid("plan", "%q cannot be a customer's: %v", name, err)
+	}
+	return q, nil
+}
+
+// keyable returns the plan called name if a key or a customer (who, for
+// the error) may be on it: it exists and is not the anonymous plan. Its
+// error is a *param.Error naming "plan" and the plans there are.
+func (s Set) keyable(name, who string) (Plan, error) {
+	p, ok := s.byName[name]
+	if ok && name != Anonymous {
+		return p, nil
+	}
+	var keyPlans []string
+	for _, n := range s.names {
+		if n != Anonymous {
+			keyPlans = append(keyPlans, n)
+		}
+	}
+	reason := "is not a configured plan"
+	if name == Anonymous {
+		reason = "is the plan of requests without a key"
+	}
+	return Plan{}, param.Invalid("plan", "%q %s; %s may be on %s", name, reason, who, strings.Join(keyPlans, ", "))
 }
 
 func (p Plan) validate() error {
@@ -253,6 +306,11 @@ func (p Plan) validate() error {
 			if l.Period != quota.Sliding {
 				return fmt.Errorf("plan %q: limit %q counts by the %s: the anonymous plan takes sliding windows only", p.Name, l.Name, l.Period)
 			}
+		}
+	}
+	for _, l := range p.Quota.Limits {
+		if err := reserved(l.Name); err != nil {
+			return fmt.Errorf("plan %q: %w", p.Name, err)
 		}
 	}
 	if !(p.MaxRadius > 0) {

@@ -4,7 +4,8 @@
 //
 // A token names its parent key (sub), when it was issued (iat) and when
 // it ends (exp, at most MaxTTL after iat), a unique id (jti) and what it
-// narrows its key to: routes, layers, geofence sets and a bounding box. A
+// narrows its key to: routes, layers, geofence sets, a bounding box and a
+// budget of its own. A
 // Signer checks all of it with no I/O: the parent key itself is the
 // caller's to find.
 package tokens
@@ -77,7 +78,7 @@ func (e *ExpiredError) Error() string {
 func (e *ExpiredError) Is(target error) bool { return target == ErrExpired }
 
 // FieldError is a bad value given to Mint: Field names it (ttl, routes,
-// layers, sets, bbox).
+// layers, sets, bbox, budget).
 type FieldError struct {
 	Field  string
 	Reason string
@@ -93,6 +94,10 @@ type Narrowing struct {
 	Sets   []string `json:"sets,omitempty"`
 	// BBox, when set, bounds where the token works, in WGS84 degrees.
 	BBox *BBox `json:"bbox,omitempty"`
+	// Budget, when positive, is the most units the token's requests may
+	// spend in its lifetime, beside its key's limits; 0 for no budget of
+	// its own.
+	Budget int64 `json:"budget,omitempty"`
 }
 
 // BBox is a bounding box [west, south, east, north] in WGS84 degrees, west
@@ -127,7 +132,7 @@ func (b BBox) Check() error {
 
 // Check reports what is wrong with n, as a *FieldError: a list too long, a
 // name empty, longer than 63 bytes or of other characters than a-z, 0-9,
-// _ and -, or a bad box.
+// _ and -, a bad box, or a negative budget.
 func (n Narrowing) Check() error {
 	for _, l := range []struct {
 		field string
@@ -141,6 +146,9 @@ func (n Narrowing) Check() error {
 				return &FieldError{Field: l.field, Reason: fmt.Sprintf("%q: a name is 1 to 63 of a-z, 0-9, _ and -", name)}
 			}
 		}
+	}
+	if n.Budget < 0 {
+		return &FieldError{Field: "budget", Reason: fmt.Sprintf("%d: want a positive whole number of units", n.Budget)}
 	}
 	if n.BBox != nil {
 		return n.BBox.Check()

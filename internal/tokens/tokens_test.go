@@ -34,7 +34,7 @@ var start = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 func TestMintVerify(t *testing.T) {
 	c := &clock{start}
 	s := newSigner(t, c)
-	n := tokens.Narrowing{Routes: []string{"tiles", "within"}, Layers: []string{"places"}, Sets: []string{"places"}, BBox: &tokens.BBox{12, 41, 13, 42.5}}
+	n := tokens.Narrowing{Routes: []string{"tiles", "within"}, Layers: []string{"places"}, Sets: []string{"places"}, BBox: &tokens.BBox{12, 41, 13, 42.5}, Budget: 40}
 	tok, minted, err := s.Mint(7, 10*time.Minute, n)
 	if err != nil {
 		t.Fatal(err)
@@ -49,12 +49,12 @@ func TestMintVerify(t *testing.T) {
 	if got.KeyID != 7 || !got.IssuedAt.Equal(start) || !got.ExpiresAt.Equal(start.Add(10*time.Minute)) || got.ID == "" || got.ID != minted.ID {
 		t.Fatalf("claims %+v, minted %+v", got, minted)
 	}
-	if strings.Join(got.Routes, ",") != "tiles,within" || got.Layers[0] != "places" || got.Sets[0] != "places" || *got.BBox != *n.BBox {
+	if strings.Join(got.Routes, ",") != "tiles,within" || got.Layers[0] != "places" || got.Sets[0] != "places" || *got.BBox != *n.BBox || got.Budget != 40 {
 		t.Fatalf("narrowing %+v, want %+v", got.Narrowing, n)
 	}
 	other, _, _ := s.Mint(7, 0, tokens.Narrowing{})
 	o, err := s.Verify(other)
-	if err != nil || o.ID == got.ID || o.ExpiresAt.Sub(o.IssuedAt) != tokens.DefaultTTL || o.BBox != nil || o.Routes != nil {
+	if err != nil || o.ID == got.ID || o.ExpiresAt.Sub(o.IssuedAt) != tokens.DefaultTTL || o.BBox != nil || o.Routes != nil || o.Budget != 0 {
 		t.Fatalf("default token %+v, %v", o, err)
 	}
 	// Valid until exp, not at it.
@@ -88,6 +88,7 @@ func TestMintRefuses(t *testing.T) {
 		{"south beyond north", time.Minute, tokens.Narrowing{BBox: &tokens.BBox{0, 10, 5, 1}}, "bbox"},
 		{"lat out of range", time.Minute, tokens.Narrowing{BBox: &tokens.BBox{0, -91, 5, 1}}, "bbox"},
 		{"lng out of range", time.Minute, tokens.Narrowing{BBox: &tokens.BBox{0, 0, 180.5, 1}}, "bbox"},
+		{"negative budget", time.Minute, tokens.Narrowing{Budget: -1}, "budget"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := s.Mint(1, tc.ttl, tc.n)
