@@ -62,7 +62,10 @@ func TestServeRequest(t *testing.T) {
 				quotahttp.WriteProblem(w, r, err)
 			}
 			// No plan, identity or cost options: ServeRequest needs none.
-			gate := quotahttp.New(store, tc.opts...)
+			// A generous budget: this test is about who decides what, and
+			// on a busy machine (or beside a test's SCRIPT FLUSH) a charge
+			// can miss the default 50 ms and be served unmetered.
+			gate := quotahttp.New(store, append([]quotahttp.Option{quotahttp.WithTimeout(5 * time.Second)}, tc.opts...)...)
 			served := false
 			w := httptest.NewRecorder()
 			gate.ServeRequest(w, requestTo("/", 1), tc.req, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true }))
