@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -73,7 +74,7 @@ type Instance struct {
 
 // Start runs `bin serve` on a free loopback port, and its admin listener
 // on another, with env added to this process's environment (REDIS_URL,
-// TILEAPI_PLANS_FILE, ...), and waits until its /healthz answers. Its
+// TILEAPI_PLANS_FILE, ...), and waits until its public listener answers. Its
 // output goes to logs. Stop it with Stop.
 func Start(ctx context.Context, bin string, env []string, logs io.Writer) (*Instance, error) {
 	addr, err := freeAddr()
@@ -86,7 +87,10 @@ func Start(ctx context.Context, bin string, env []string, logs io.Writer) (*Inst
 	}
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(append(os.Environ(), "TILEAPI_ADDR="+addr, "TILEAPI_ADMIN_ADDR="+admin, "TILEAPI_LOG_LEVEL=warn"), env...)
-	in, err := startProcess(ctx, cmd, "http://"+addr, "/healthz", logs)
+	// Ready when /openapi.json answers, which only a public listener
+	// serves: should another server's admin listener hold the port this
+	// one failed to bind, its /healthz would answer for it.
+	in, err := startProcess(ctx, cmd, "http://"+addr, "/openapi.json", logs)
 	if err != nil {
 		return nil, err
 	}
@@ -182,10 +186,26 @@ func (in *Instance) Kill() {
 
 // freeAddr returns a loopback address with a port free at the moment.
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("loadtest: free port: %w", err)
+	given.Lock()
+	defer given.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("loadtest: free port: %w", err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		// The kernel may hand a port it just freed out again: two servers
+		// started at once must not be given the same one.
+		if !given.addrs[addr] {
+			given.addrs[addr] = true
+			return addr, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
+
+// given holds the addresses freeAddr has handed out in this process.
+var given = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
