@@ -40,7 +40,7 @@ func (a Alerts) check(q quota.Plan) error {
 }
 
 // with returns a with the thresholds of o replacing those of the same
-// limit.
+// limit; an empty list of o removes the limit's.
 func (a Alerts) with(o Alerts) Alerts {
 	if len(o) == 0 {
 		return a
@@ -49,6 +49,12 @@ func (a Alerts) with(o Alerts) Alerts {
 	if merged == nil {
 		merged = make(Alerts, len(o))
 	}
-	maps.Copy(merged, o)
+	for name, pcts := range o {
+		if len(pcts) == 0 {
+			delete(merged, name)
+		} else {
+			merged[name] = pcts
+		}
+	}
 	return merged
 }
