@@ -61,10 +61,19 @@ type Outbox struct {
 	wake chan struct{}
 }
 
+// CheckURL reports a webhook URL that is not an absolute http or https
+// URL; the error does not show it, which may hold credentials.
+func CheckURL(webhook string) error {
+	if u, err := url.Parse(webhook); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("alerts: the webhook URL must be an http or https URL")
+	}
+	return nil
+}
+
 // New returns an Outbox on pool that delivers to opt.URL.
 func New(pool *pgxpool.Pool, opt Options) (*Outbox, error) {
-	if u, err := url.Parse(opt.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errors.New("alerts: the webhook URL must be an http or https URL")
+	if err := CheckURL(opt.URL); err != nil {
+		return nil, err
 	}
 	if len(opt.Secret) < MinSecret {
 		return nil, fmt.Errorf("alerts: the signing secret has %d bytes, want at least %d", len(opt.Secret), MinSecret)
