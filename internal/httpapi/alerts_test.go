@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -53,7 +56,8 @@ func withAlerts(pool *pgxpool.Pool, url string) option {
 // key on a plan alerting at 50, 80 and 100% of its month: the receiver
 // gets exactly one signed event per threshold, each once, naming the key,
 // the period and the count that crossed it; the requests past the month
-// are refused and send nothing more.
+// are refused and send nothing more. Raised, the month is crossed again in
+// the same period, on both servers, and nothing more is sent.
 func TestAlertsOncePerThresholdTwoServers(t *testing.T) {
 	pool := spatialtest.Migrated(t)
 	rcv := alertstest.NewReceiver(t, alertSecret, 0)
@@ -61,30 +65,10 @@ func TestAlertsOncePerThresholdTwoServers(t *testing.T) {
 	a, b := sharedServers(t, q, 50*time.Millisecond, withAlerts(pool, rcv.URL))
 	id, secret := a.createKey(t, "secret", "alerting")
 
-	// 16 clients at once, half on each server, of 10 requests each.
-	const clients, each, requests = 16, 10, 160
-	var wg sync.WaitGroup
-	statuses := make(chan int, requests)
-	for i := range clients {
-		e := []*env{a, b}[i%2]
-		wg.Go(func() {
-			for range each {
-				resp := e.get(t, "/v1/geofence/contains?lng=6.13&lat=49.61", "X-API-Key", secret)
-				resp.Body.Close()
-				statuses <- resp.StatusCode
-			}
-		})
-	}
-	wg.Wait()
-	close(statuses)
-	n := map[int]int{}
-	for s := range statuses {
-		n[s]++
-	}
-	if n[http.StatusOK] != 100 || n[http.StatusTooManyRequests] != requests-100 {
+	// 160 requests of a unit: 100 fit the month.
+	if n := hammer(t, a, b, secret, 160); n[http.StatusOK] != 100 || n[http.StatusTooManyRequests] != 60 {
 		t.Fatalf("statuses %v, want 100 answered and the rest 429", n)
 	}
-
 	rcv.Wait(t, 3, 300*time.Millisecond)
 	byID, bad := rcv.Deliveries()
 	if bad != 0 || len(byID) != 3 {
@@ -106,6 +90,69 @@ func TestAlertsOncePerThresholdTwoServers(t *testing.T) {
 		e.PeriodStart, e.PeriodEnd = start, end
 		if e != want {
 			t.Errorf("%d%%: event %+v, want %+v", pct, e, want)
+		}
+	}
+
+	// The month raised to 300 by the key's overrides: the count of 100
+	// is 33% of it, and the next 200 charges cross 50, 80 and 100% again,
+	// on both servers, in the same period. Each threshold was claimed
+	// already: nothing more is sent.
+	path := fmt.Sprintf("/admin/keys/%d/overrides", id)
+	a.adminJSON(t, http.MethodPut, path, `{"limits": [{"name": "month", "max": 300, "period": "month"}]}`).Body.Close()
+	for _, e := range []*env{a, b} {
+		waitMonthMax(t, e, secret, 300)
+	}
+	if n := hammer(t, a, b, secret, 200); n[http.StatusOK] != 200 {
+		t.Fatalf("statuses %v after the month was raised, want 200 answered", n)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if again, bad := rcv.Deliveries(); !maps.Equal(again, byID) || bad != 0 {
+		t.Errorf("deliveries after crossing again %v (%d refused), want still %v", again, bad, byID)
+	}
+	var rows int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM alert_events`).Scan(&rows); err != nil || rows != 3 {
+		t.Errorf("alert_events holds %d rows (%v), want 3", rows, err)
+	}
+}
+
+// hammer sends n requests of key secret costing one unit each, from 16
+// clients at once, half on each server, and returns how many got each
+// status.
+func hammer(t *testing.T, a, b *env, secret string, n int) map[int]int {
+	const clients = 16
+	var wg sync.WaitGroup
+	statuses := make(chan int, n)
+	for i := range clients {
+		e := []*env{a, b}[i%2]
+		wg.Go(func() {
+			for j := i; j < n; j += clients {
+				resp := e.get(t, "/v1/geofence/contains?lng=6.13&lat=49.61", "X-API-Key", secret)
+				resp.Body.Close()
+				statuses <- resp.StatusCode
+			}
+		})
+	}
+	wg.Wait()
+	close(statuses)
+	count := map[int]int{}
+	for s := range statuses {
+		count[s]++
+	}
+	return count
+}
+
+// waitMonthMax polls GET /v1/quota of secret on e until its month's max
+// is max: e's key index took in the key's new overrides.
+func waitMonthMax(t *testing.T, e *env, secret string, max int64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var u usage
+		decode(t, e.get(t, "/v1/quota", "X-API-Key", secret), http.StatusOK, &u)
+		if i := slices.IndexFunc(u.Limits, func(l limitUsage) bool { return l.Name == "month" }); i >= 0 && u.Limits[i].Max == max {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the month of the key is %+v, want a max of %d", u.Limits, max)
 		}
 	}
 }
