@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/tileapi/tileapi/quota"
 )
@@ -13,6 +15,26 @@ import (
 // 100]}. Each list holds whole percents from 1 to 100, sorted and without
 // repeats; an empty list sends none.
 type Alerts map[string][]int
+
+// String lists the thresholds by limit: "month 80%, 100%"; "none" when
+// there are none.
+func (a Alerts) String() string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(a)) {
+		if len(a[name]) == 0 {
+			continue
+		}
+		pcts := make([]string, len(a[name]))
+		for i, p := range a[name] {
+			pcts[i] = strconv.Itoa(p) + "%"
+		}
+		parts = append(parts, name+" "+strings.Join(pcts, ", "))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
 
 // check reports the first threshold of a that q cannot take, as one line
 // naming the limit and the value: a limit q lacks or that is a sliding
