@@ -794,6 +794,9 @@ func contractAdmin(t *testing.T, c *contract, backend []option) {
 	off := newEnv(t, append(backend, with(func(c *Config) { c.AdminToken = "" }))...)
 	c.check(t, off, adminCall("GET", "/admin/keys", "", 404))
 	c.check(t, off, adminCall("POST", "/admin/keys", `{"plan":"five"}`, 404))
+	c.check(t, off, adminCall("GET", "/admin/customers", "", 404))
+	c.check(t, off, adminCall("HEAD", "/admin/customers", "", 404))
+	c.check(t, off, adminCall("POST", "/admin/customers", `{"name":"x","plan":"five"}`, 404))
 }
 
 // adminOps are the operations of the admin API, with a body each takes.
