@@ -20,13 +20,15 @@ const marker = "SECRETmarker"
 // secrets are settings that hold secrets, each holding one (and a valid
 // value otherwise, so that commands get as far as they would in use).
 var secrets = map[string]string{
-	"DATABASE_URL":                 "postgres://tileapi:pw" + marker + "@127.0.0.1:1/tileapi?sslmode=disable&sslpassword=" + marker,
-	"REDIS_URL":                    "redis://default:pw" + marker + "@127.0.0.1:1/0",
-	"TILEAPI_TILE_CACHE_REDIS_URL": "redis://:pw" + marker + "@127.0.0.1:1/1",
-	"TILEAPI_ADMIN_TOKEN":          "token-" + marker + "-0123456789abcdef",
-	"TILEAPI_TOKEN_SECRET":         "secret-" + marker + "-0123456789abcdef0123",
-	"TILEAPI_DEMO_KEYS":            "demo-" + marker + ":free",
-	"TILEAPI_PUBLIC_URL":           "https://user:pw" + marker + "@tiles.example.com",
+	"DATABASE_URL":                  "postgres://tileapi:pw" + marker + "@127.0.0.1:1/tileapi?sslmode=disable&sslpassword=" + marker,
+	"REDIS_URL":                     "redis://default:pw" + marker + "@127.0.0.1:1/0",
+	"TILEAPI_TILE_CACHE_REDIS_URL":  "redis://:pw" + marker + "@127.0.0.1:1/1",
+	"TILEAPI_ADMIN_TOKEN":           "token-" + marker + "-0123456789abcdef",
+	"TILEAPI_TOKEN_SECRET":          "secret-" + marker + "-0123456789abcdef0123",
+	"TILEAPI_DEMO_KEYS":             "demo-" + marker + ":free",
+	"TILEAPI_PUBLIC_URL":            "https://user:pw" + marker + "@tiles.example.com",
+	"TILEAPI_ALERTS_WEBHOOK_URL":    "https://hooks.example.com/tileapi?token=" + marker,
+	"TILEAPI_ALERTS_WEBHOOK_SECRET": "whsec-" + marker + "-0123456789abcdef0123",
 }
 
 // No command prints a secret it took from the environment: not its usage
@@ -74,6 +76,12 @@ func TestNoSecretInErrors(t *testing.T) {
 		{"serve, unreachable DATABASE_URL", []string{"serve"}, map[string]string{"DATABASE_URL": secrets["DATABASE_URL"]}},
 		{"serve, short admin token", []string{"serve"}, map[string]string{"TILEAPI_ADMIN_TOKEN": marker}},
 		{"serve, short token secret", []string{"serve"}, map[string]string{"TILEAPI_TOKEN_SECRET": marker}},
+		{"serve, short alerts secret", []string{"serve"}, map[string]string{"DATABASE_URL": secrets["DATABASE_URL"],
+			"TILEAPI_ALERTS_WEBHOOK_URL": secrets["TILEAPI_ALERTS_WEBHOOK_URL"], "TILEAPI_ALERTS_WEBHOOK_SECRET": marker}},
+		{"serve, alerts webhook not http", []string{"serve"}, map[string]string{"DATABASE_URL": secrets["DATABASE_URL"],
+			"TILEAPI_ALERTS_WEBHOOK_URL": "ftp://u:pw" + marker + "@hooks.example.com/", "TILEAPI_ALERTS_WEBHOOK_SECRET": secrets["TILEAPI_ALERTS_WEBHOOK_SECRET"]}},
+		{"serve, alerts without a database", []string{"serve"}, map[string]string{
+			"TILEAPI_ALERTS_WEBHOOK_URL": secrets["TILEAPI_ALERTS_WEBHOOK_URL"], "TILEAPI_ALERTS_WEBHOOK_SECRET": secrets["TILEAPI_ALERTS_WEBHOOK_SECRET"]}},
 		{"serve, demo key without a plan", []string{"serve"}, map[string]string{"TILEAPI_DEMO_KEYS": "demo-" + marker}},
 		{"serve, demo key of no plan", []string{"serve"}, map[string]string{"TILEAPI_DEMO_KEYS": "demo-" + marker + ":nope"}},
 		{"migrate, bad DATABASE_URL", []string{"migrate"}, map[string]string{"DATABASE_URL": "postgres://u:pw" + marker + "%zz@127.0.0.1:1/db"}},

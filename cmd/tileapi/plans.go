@@ -37,7 +37,7 @@ func runPlans(_ context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "plan\tlimits\tmax radius\tlargest affordable radius\tin flight")
+	fmt.Fprintln(w, "plan\tlimits\tmax radius\tlargest affordable radius\tin flight\talerts")
 	for _, p := range ps.All() {
 		var limits []string
 		for _, l := range p.Quota.Limits {
@@ -47,7 +47,7 @@ func runPlans(_ context.Context, args []string, getenv func(string) string, stdo
 		if p.MaxInFlight > 0 {
 			inFlight = strconv.Itoa(p.MaxInFlight)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%g m\t%g m\t%s\n", p.Name, strings.Join(limits, ", "), p.MaxRadius, p.Cost.LargestRadius(p.Quota.MaxCost()), inFlight)
+		fmt.Fprintf(w, "%s\t%s\t%g m\t%g m\t%s\t%s\n", p.Name, strings.Join(limits, ", "), p.MaxRadius, p.Cost.LargestRadius(p.Quota.MaxCost()), inFlight, p.Alerts)
 	}
 	if names := ps.NoInFlightLimit(); len(names) > 0 {
 		fmt.Fprintf(w, "%s: %s\n", noInFlightLimit, strings.Join(names, ", "))

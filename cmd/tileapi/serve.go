@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/internal/alerts"
 	"github.com/tileapi/tileapi/internal/conncap"
 	"github.com/tileapi/tileapi/internal/dataset"
 	"github.com/tileapi/tileapi/internal/httpapi"
@@ -45,6 +46,8 @@ type serveConfig struct {
 	maxConns                   int // open connections of the public listener
 	adminToken                 string
 	tokenSecret                string
+	alertsURL                  string // the threshold alerts' webhook; empty: none
+	alertsSecret               string // signs the alerts' deliveries
 	adminOnPublic              bool
 
 	// Who a request comes from, and where it is answered.
@@ -152,6 +155,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	secretURLVar(fs, &c.databaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL `URL` with PostGIS; empty: the bundled data in memory ($DATABASE_URL)")
 	secretVar(fs, &c.adminToken, "admin-token", getenv("TILEAPI_ADMIN_TOKEN"), "bearer `token` of the /admin API; empty disables it ($TILEAPI_ADMIN_TOKEN)")
 	secretVar(fs, &c.tokenSecret, "token-secret", getenv("TILEAPI_TOKEN_SECRET"), "`secret` that signs short-lived tokens (POST /v1/tokens), at least 32 bytes (openssl rand -hex 32 makes one), the same on every server; empty disables tokens ($TILEAPI_TOKEN_SECRET)")
+	secretURLVar(fs, &c.alertsURL, "alerts-webhook-url", getenv("TILEAPI_ALERTS_WEBHOOK_URL"), "`URL` that threshold alerts (a plan's \"alerts\") are posted to, signed, retried for a day until it answers 2xx (docs/operations.md); needs DATABASE_URL; empty: no alerts ($TILEAPI_ALERTS_WEBHOOK_URL)")
+	secretVar(fs, &c.alertsSecret, "alerts-webhook-secret", getenv("TILEAPI_ALERTS_WEBHOOK_SECRET"), "`secret` that signs the alerts' deliveries (Tileapi-Signature), at least 32 bytes, the same on every server ($TILEAPI_ALERTS_WEBHOOK_SECRET)")
 	fs.StringVar(&c.adminAddr, "admin-addr", env("TILEAPI_ADMIN_ADDR", "127.0.0.1:8081"), "listen address of the admin API and of /readyz with each dependency's error; keep it private; none: no admin listener ($TILEAPI_ADMIN_ADDR)")
 	boolean(&c.adminOnPublic, "admin-on-public", "TILEAPI_ADMIN_ON_PUBLIC", false, "also serve the admin API on the public listener")
 	fs.StringVar(&c.plansFile, "plans-file", getenv("TILEAPI_PLANS_FILE"), "JSON file of plans replacing or adding to the defaults ($TILEAPI_PLANS_FILE)")
@@ -238,10 +243,34 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if n := len(c.tokenSecret); n > 0 && n < tokens.MinSecret {
 		return c, fmt.Errorf("TILEAPI_TOKEN_SECRET: %d bytes, want at least %d (openssl rand -hex 32 makes one), or empty to disable tokens", n, tokens.MinSecret)
 	}
+	if err := checkAlerts(c); err != nil {
+		return c, err
+	}
 	if c.unknownKeys == 0 {
 		return c, errors.New("-unknown-keys 0: want at least 1, or -1 for no limit")
 	}
 	return c, nil
+}
+
+// checkAlerts checks the webhook of threshold alerts: a URL of http or
+// https, a secret long enough, and a database to claim them in.
+func checkAlerts(c serveConfig) error {
+	if c.alertsURL == "" {
+		if c.alertsSecret != "" {
+			return errors.New("TILEAPI_ALERTS_WEBHOOK_SECRET is set without TILEAPI_ALERTS_WEBHOOK_URL")
+		}
+		return nil
+	}
+	if err := alerts.CheckURL(c.alertsURL); err != nil {
+		return fmt.Errorf("%s: %s: %w", setting("alerts-webhook-url", "TILEAPI_ALERTS_WEBHOOK_URL"), redact(c.alertsURL, true), err)
+	}
+	if n := len(c.alertsSecret); n < alerts.MinSecret {
+		return fmt.Errorf("TILEAPI_ALERTS_WEBHOOK_SECRET: %d bytes, want at least %d (openssl rand -hex 32 makes one) to sign the alerts", n, alerts.MinSecret)
+	}
+	if c.databaseURL == "" {
+		return errors.New("TILEAPI_ALERTS_WEBHOOK_URL needs DATABASE_URL: each alert is claimed once, across every server, in PostgreSQL")
+	}
+	return nil
 }
 
 // minAdminToken is the fewest characters an admin token may have.
@@ -456,6 +485,18 @@ func openData(ctx context.Context, c serveConfig, cfg *httpapi.Config, rdb redis
 		flushed := make(chan struct{})
 		go func() { led.Run(lctx); close(flushed) }()
 		o.onClose(func() { stopLedger(); <-flushed }) // the last write, before the pool closes
+	}
+	if c.alertsURL != "" {
+		out, err := alerts.New(pool, alerts.Options{URL: c.alertsURL, Secret: c.alertsSecret, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Alerts = out
+		actx, stopAlerts := context.WithCancel(ctx)
+		delivered := make(chan struct{})
+		go func() { out.Run(actx); close(delivered) }()
+		o.onClose(func() { stopAlerts(); <-delivered }) // before the pool closes
+		log.Info("threshold alerts are posted to the webhook", "url", redact(c.alertsURL, true))
 	}
 	return keys.NewPostgres(pool), nil
 }

@@ -341,6 +341,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m meter
 		req.Refusal = quotahttp.Refuse(m.overPlan)
 	}
 	s.meter.ServeRequest(w, r, req, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.alert(r.Context(), c)
 		s.runWork(w, r, c, m)
 	}))
 }

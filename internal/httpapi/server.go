@@ -196,6 +196,9 @@ type Config struct {
 	// at least tokens.MinSecret bytes, shared by every server of a
 	// deployment; empty disables tokens.
 	TokenSecret string
+	// Alerts claims the threshold alerts of keys' plans (plans.Plan.Alerts)
+	// that charges cross; nil sends none.
+	Alerts Alerts
 
 	Logger *slog.Logger
 	// Registry receives the metrics and is served at /metrics (default: a

@@ -15,20 +15,25 @@ import (
 // Overrides are one key's own changes to its plan, without a plan of its
 // own: limits that replace the plan's limit of the same name (raise a
 // window, lower a month) or add to them (a new cap), and an in-flight
-// limit.
+// limit, and alert thresholds.
 // Their JSON form is stored with the key:
 //
 //	{"limits": [{"name": "burst", "max": 500, "window": "5s"},
 //	            {"name": "month", "max": 20000, "period": "month"}],
-//	 "max_in_flight": 16}
+//	 "max_in_flight": 16, "alerts": {"month": [50, 90]}}
 type Overrides struct {
 	Limits []FileLimit `json:"limits,omitempty"`
 	// MaxInFlight replaces the plan's MaxInFlight when set; 0 is no limit.
 	MaxInFlight *int `json:"max_in_flight,omitempty"`
+	// Alerts replace the plan's thresholds of each limit they name; an
+	// empty list sends none for it.
+	Alerts Alerts `json:"alerts,omitempty"`
 }
 
 // IsZero reports whether o changes nothing.
-func (o Overrides) IsZero() bool { return len(o.Limits) == 0 && o.MaxInFlight == nil }
+func (o Overrides) IsZero() bool {
+	return len(o.Limits) == 0 && o.MaxInFlight == nil && len(o.Alerts) == 0
+}
 
 // ParseOverrides reads the JSON form of Overrides, refusing unknown fields
 // and trailing data. An empty b is no overrides.
@@ -40,7 +45,7 @@ func ParseOverrides(b []byte) (Overrides, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&o); err != nil {
-		return Overrides{}, param.Invalid("overrides", "must be a JSON object with limits and max_in_flight: %v", err)
+		return Overrides{}, param.Invalid("overrides", "must be a JSON object with limits, max_in_flight and alerts: %v", err)
 	}
 	if d.More() {
 		return Overrides{}, param.Invalid("overrides", "must be one JSON object")
@@ -100,6 +105,10 @@ func (p Plan) With(o Overrides) (Plan, error) {
 			return Plan{}, param.Invalid("max_in_flight", "must be 0 (no limit) or more")
 		}
 		p.MaxInFlight = *o.MaxInFlight
+	}
+	p.Alerts = p.Alerts.with(o.Alerts)
+	if err := p.Alerts.check(p.Quota); err != nil {
+		return Plan{}, param.Invalid("alerts", "%v", err)
 	}
 	return p, nil
 }

@@ -35,6 +35,9 @@ type Plan struct {
 	// MaxInFlight is the most requests of one key in progress at once,
 	// across every server; 0 means no limit.
 	MaxInFlight int
+	// Alerts are the thresholds of the plan's period limits whose crossing
+	// sends an alert (see internal/alerts).
+	Alerts Alerts
 }
 
 // DefaultCost is the cost model of the compiled-in plans: a search of 2 km
@@ -69,8 +72,11 @@ func Defaults() Set {
 			{Name: "burst", Max: burst, Window: 5 * time.Second},
 			{Name: "minute", Max: minute, Window: time.Minute},
 		}
+		var alerts Alerts
 		if month > 0 {
 			limits = append(limits, quota.PerMonth(month))
+			// Sent only where a webhook is configured.
+			alerts = Alerts{"month": {80, 100}}
 		}
 		return Plan{
 			Name:        name,
@@ -78,6 +84,7 @@ func Defaults() Set {
 			MaxRadius:   maxRadius,
 			Cost:        DefaultCost(),
 			MaxInFlight: inFlight,
+			Alerts:      alerts,
 		}
 	}
 	s, err := newSet([]Plan{
@@ -342,6 +349,9 @@ func (p Plan) validate() error {
 	if p.MaxInFlight < 0 {
 		return fmt.Errorf("plan %q: max_in_flight must be 0 (no limit) or more", p.Name)
 	}
+	if err := p.Alerts.check(p.Quota); err != nil {
+		return fmt.Errorf("plan %q: %w", p.Name, err)
+	}
 	return nil
 }
 
@@ -355,7 +365,8 @@ func (p Plan) validate() error {
 //
 // A plan without "cost" takes DefaultCost; "max_in_flight" (the most
 // requests of one key in progress at once) is optional, 0 or absent for no
-// limit.
+// limit; "alerts" ({"month": [50, 80, 100]}) is optional, the Plan's
+// Alerts.
 type File struct {
 	// History is how long every plan a key may be on keeps a charge, when
 	// longer than their longest window ("1h"): the longest window a key's
@@ -375,6 +386,8 @@ type FilePlan struct {
 	// TimeZone is the IANA zone ("Europe/Paris") whose midnights and firsts
 	// of the month bound the plan's day and month limits; UTC if empty.
 	TimeZone string `json:"time_zone,omitempty"`
+	// Alerts is Plan.Alerts.
+	Alerts Alerts `json:"alerts,omitempty"`
 }
 
 // FileLimit is one limit of a FilePlan; Window is a Go duration ("5s",
@@ -456,7 +469,7 @@ func parse(b []byte) (Set, error) {
 }
 
 func (fp FilePlan) plan() (Plan, error) {
-	p := Plan{Name: fp.Name, MaxRadius: fp.MaxRadius, Cost: DefaultCost(), Quota: quota.Plan{Name: fp.Name}, MaxInFlight: fp.MaxInFlight}
+	p := Plan{Name: fp.Name, MaxRadius: fp.MaxRadius, Cost: DefaultCost(), Quota: quota.Plan{Name: fp.Name}, MaxInFlight: fp.MaxInFlight, Alerts: fp.Alerts}
 	if fp.Cost != nil {
 		p.Cost = *fp.Cost
 	}
