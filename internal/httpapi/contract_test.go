@@ -386,6 +386,7 @@ var contractScenarios = []struct {
 	{"admin", contractAdmin},
 	{"failures", contractFailures},
 	{"tokens", contractTokens},
+	{"usage export", contractUsageExport},
 }
 
 // The 200s (and a 304) of every route, and HEAD on every GET.
@@ -794,6 +795,8 @@ func contractAdmin(t *testing.T, c *contract, backend []option) {
 	off := newEnv(t, append(backend, with(func(c *Config) { c.AdminToken = "" }))...)
 	c.check(t, off, adminCall("GET", "/admin/keys", "", 404))
 	c.check(t, off, adminCall("POST", "/admin/keys", `{"plan":"five"}`, 404))
+	c.both(t, off, adminCall("GET", "/admin/customers", "", 404))
+	c.check(t, off, adminCall("POST", "/admin/customers", `{"name":"x","plan":"std"}`, 404))
 }
 
 // adminOps are the operations of the admin API, with a body each takes.

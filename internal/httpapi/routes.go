@@ -125,6 +125,9 @@ func (s *Server) adminAPI(r chi.Router) {
 	r.Get("/customers", s.handleListCustomers)
 	r.Get("/customers/{id}", s.handleGetCustomer)
 	r.Put("/customers/{id}/plan", s.handleSetCustomerPlan)
+	if s.cfg.Billing != nil {
+		r.Get("/usage/export", s.handleUsageExport)
+	}
 }
 
 // handleNotFound answers a route neither listener has.

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/internal/billing"
 	"github.com/tileapi/tileapi/internal/dataset"
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/plans"
@@ -81,6 +82,15 @@ type Keys interface {
 	RefreshIfOlder(ctx context.Context, age time.Duration) error
 }
 
+// Billing reads the events of the usage an export selects, in a fixed
+// order: usage and adjustment events, or one settled event per row
+// (billing.Format.Settled).
+type Billing interface {
+	Events(ctx context.Context, q billing.Query, settled bool) ([]billing.Event, error)
+}
+
+var _ Billing = (*billing.Postgres)(nil)
+
 // KeyAdmin manages API keys and customers: keys.Postgres or keys.Memory.
 type KeyAdmin interface {
 	CreateKind(ctx context.Context, kind keys.Kind, name, plan string, customerID int64) (keys.Key, string, error)
@@ -129,6 +139,10 @@ type Config struct {
 	Keys      Keys
 	KeyAdmin  KeyAdmin
 	Plans     plans.Set
+	// Billing, if set, serves the export of the usage history to billing
+	// systems (GET /admin/usage/export): a *billing.Postgres. Without it
+	// the route is not found.
+	Billing Billing
 	// Ready lists what /readyz pings.
 	Ready []Check
 	// DataVersion keys the tile cache, so tiles of old data are never
