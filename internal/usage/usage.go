@@ -86,7 +86,9 @@ type Key struct {
 }
 
 // KeyOf returns r's Key.
-func KeyOf(r Row) Key { return Key{Identity: r.Identity, Start: r.Start, Route: r.Route, Layer: r.Layer} }
+func KeyOf(r Row) Key {
+	return Key{Identity: r.Identity, Start: r.Start, Route: r.Route, Layer: r.Layer}
+}
 
 // Check returns an error naming the field of q that is invalid ("by",
 // "group", "to"), a *FieldError.
