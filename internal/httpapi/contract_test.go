@@ -386,6 +386,7 @@ var contractScenarios = []struct {
 	{"admin", contractAdmin},
 	{"failures", contractFailures},
 	{"tokens", contractTokens},
+	{"usage", contractUsage},
 	{"usage export", contractUsageExport},
 }
 

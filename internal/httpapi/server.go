@@ -27,6 +27,7 @@ import (
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/internal/tokens"
+	usagehist "github.com/tileapi/tileapi/internal/usage"
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/inflight"
 	"github.com/tileapi/tileapi/quota/quotahttp"
@@ -211,11 +212,24 @@ type Config struct {
 	// deployment; empty disables tokens.
 	TokenSecret string
 
+	// Usage receives the usage history of every metered request, and
+	// UsageReader reads it back for /v1/usage and /admin/usage; with
+	// neither, both are a usage.Memory keeping DefaultUsageRetention.
+	Usage       usagehist.Recorder
+	UsageReader usagehist.Reader
+	// Now is the clock of the usage history's hours (default time.Now).
+	Now func() time.Time
+
 	Logger *slog.Logger
 	// Registry receives the metrics and is served at /metrics (default: a
 	// new one).
 	Registry *prometheus.Registry
 }
+
+// DefaultUsageRetention is how long the usage history keeps hours by
+// default: in process (usage.Memory), then forgotten; in PostgreSQL, then
+// rolled up to days.
+const DefaultUsageRetention = 90 * 24 * time.Hour
 
 // maxCacheWrites bounds the tile cache writes in flight, so a slow cache
 // cannot pile up goroutines.
@@ -284,6 +298,16 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	switch {
+	case cfg.Usage == nil && cfg.UsageReader == nil:
+		m := usagehist.NewMemory(DefaultUsageRetention, 0, cfg.Now)
+		cfg.Usage, cfg.UsageReader = m, m
+	case cfg.Usage == nil || cfg.UsageReader == nil:
+		return nil, errors.New("httpapi: Usage and UsageReader go together")
 	}
 	m, err := newMetrics(cfg.Registry)
 	if err != nil {

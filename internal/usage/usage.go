@@ -58,3 +58,55 @@ type Query struct {
 type Reader interface {
 	Usage(ctx context.Context, q Query) ([]Row, error)
 }
+
+// Recorder takes the usage of requests to keep: rows of one identity,
+// hour, route and layer, added up with the rows of the same four.
+type Recorder interface {
+	AddUsage(Row)
+}
+
+// Add adds the counts of o to r.
+func (r *Row) Add(o Row) {
+	r.Requests += o.Requests
+	r.Charged += o.Charged
+	r.GivenBack += o.GivenBack
+	r.Unmetered += o.Unmetered
+	r.Refused429 += o.Refused429
+	r.Refused422 += o.Refused422
+}
+
+// Hour returns the start of t's UTC hour, the Start of a recorded row.
+func Hour(t time.Time) time.Time { return t.UTC().Truncate(time.Hour) }
+
+// Key is what rows are added up by: an identity's hour, route and layer.
+type Key struct {
+	Identity     string
+	Start        time.Time
+	Route, Layer string
+}
+
+// KeyOf returns r's Key.
+func KeyOf(r Row) Key {
+	return Key{Identity: r.Identity, Start: r.Start, Route: r.Route, Layer: r.Layer}
+}
+
+// Check returns an error naming the field of q that is invalid ("by",
+// "group", "to"), a *FieldError.
+func (q Query) Check() error {
+	switch {
+	case q.By != ByHour && q.By != ByDay:
+		return &FieldError{Field: "by", Reason: `must be "hour" or "day"`}
+	case q.Group != GroupNone && q.Group != GroupRoute && q.Group != GroupLayer:
+		return &FieldError{Field: "group", Reason: `must be "route", "layer" or empty`}
+	case !q.To.After(q.From):
+		return &FieldError{Field: "to", Reason: "must be after from"}
+	}
+	return nil
+}
+
+// FieldError says which field of a Query is invalid.
+type FieldError struct {
+	Field, Reason string
+}
+
+func (e *FieldError) Error() string { return "usage: invalid " + e.Field + ": " + e.Reason }
