@@ -23,6 +23,7 @@ import (
 
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/internal/conncap"
+	"github.com/tileapi/tileapi/internal/billing"
 	"github.com/tileapi/tileapi/internal/dataset"
 	"github.com/tileapi/tileapi/internal/httpapi"
 	"github.com/tileapi/tileapi/internal/keys"
@@ -457,6 +458,7 @@ func openData(ctx context.Context, c serveConfig, cfg *httpapi.Config, rdb redis
 	led := ledger.New(pool, ledger.Options{FlushEvery: c.ledgerFlush, Logger: log})
 	hist := usagehist.NewPostgres(pool)
 	cfg.Usage, cfg.UsageReader = led, hist
+	cfg.Billing = billing.NewPostgres(pool) // GET /admin/usage/export
 	if rdb != nil {
 		counters := quota.NewRedis(rdb, quota.WithPrefix(c.redisPrefix+"q:"), quota.WithPeriodSource(led))
 		led.RaiseIn(counters)
