@@ -78,49 +78,32 @@ func (s *Server) observeUsage(r *http.Request, e quotahttp.Event) {
 	}
 }
 
-// The bounds of a usage query: the longest span of each, and the default.
-const (
-	maxHourSpan     = 31 * 24 * time.Hour
-	maxDaySpan      = 400 * 24 * time.Hour
-	defaultHourSpan = 24 * time.Hour
-	defaultDaySpan  = 30 * 24 * time.Hour
-)
-
-// usageQuery reads from, to, by and group of r into a usagehist.Query: by
-// hour by default, to now by default, from a day (by hour) or 30 days (by
-// day) before to by default, and a span of at most 31 days by hour or 400
-// by day. A bad value is a *param.Error naming its field.
+// usageQuery reads from, to, by and group of r into a usage.Query, its
+// defaults and bounds usage.Query's (Fill, Check). A bad value is a
+// *param.Error naming its field.
 func (s *Server) usageQuery(r *http.Request) (usagehist.Query, error) {
 	v := r.URL.Query()
 	q := usagehist.Query{By: v.Get("by"), Group: v.Get("group")}
-	if q.By == "" {
-		q.By = usagehist.ByHour
-	}
-	span, maxSpan := defaultHourSpan, maxHourSpan
-	if q.By == usagehist.ByDay {
-		span, maxSpan = defaultDaySpan, maxDaySpan
-	}
 	var err error
-	if q.To, err = rfc3339("to", v.Get("to"), s.cfg.Now()); err != nil {
+	if q.To, err = rfc3339("to", v.Get("to")); err != nil {
 		return q, err
 	}
-	if q.From, err = rfc3339("from", v.Get("from"), q.To.Add(-span)); err != nil {
+	if q.From, err = rfc3339("from", v.Get("from")); err != nil {
 		return q, err
 	}
+	q.Fill(s.cfg.Now())
 	var fe *usagehist.FieldError
 	if err := q.Check(); errors.As(err, &fe) {
 		return q, param.Invalid(fe.Field, "%s", fe.Reason)
 	}
-	if q.To.Sub(q.From) > maxSpan {
-		return q, param.Invalid("from", "the span from from to to must be at most %s by %s", days(maxSpan), q.By)
-	}
 	return q, nil
 }
 
-// rfc3339 reads s, the named field, as an RFC 3339 time; def if empty.
-func rfc3339(name, s string, def time.Time) (time.Time, error) {
+// rfc3339 reads s, the named field, as an RFC 3339 time; the zero time if
+// empty.
+func rfc3339(name, s string) (time.Time, error) {
 	if s == "" {
-		return def.UTC(), nil
+		return time.Time{}, nil
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
@@ -128,8 +111,6 @@ func rfc3339(name, s string, def time.Time) (time.Time, error) {
 	}
 	return t.UTC(), nil
 }
-
-func days(d time.Duration) string { return strconv.Itoa(int(d/(24*time.Hour))) + " days" }
 
 // usageJSON is the answer of /v1/usage and /admin/usage.
 type usageJSON struct {

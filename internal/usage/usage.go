@@ -7,6 +7,7 @@ package usage
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -90,9 +91,41 @@ func KeyOf(r Row) Key {
 	return Key{Identity: r.Identity, Start: r.Start, Route: r.Route, Layer: r.Layer}
 }
 
+// The spans of a Query: the longest, and the default.
+const (
+	MaxHourSpan     = 31 * 24 * time.Hour
+	MaxDaySpan      = 400 * 24 * time.Hour
+	DefaultHourSpan = 24 * time.Hour
+	DefaultDaySpan  = 30 * 24 * time.Hour
+)
+
+// Fill sets the zero fields of q's span to their defaults: By hour, To
+// now, From DefaultHourSpan (by hour) or DefaultDaySpan (by day) before
+// To.
+func (q *Query) Fill(now time.Time) {
+	if q.By == "" {
+		q.By = ByHour
+	}
+	if q.To.IsZero() {
+		q.To = now.UTC()
+	}
+	if q.From.IsZero() {
+		span := DefaultHourSpan
+		if q.By == ByDay {
+			span = DefaultDaySpan
+		}
+		q.From = q.To.Add(-span)
+	}
+}
+
 // Check returns an error naming the field of q that is invalid ("by",
-// "group", "to"), a *FieldError.
+// "group", "to", "from"), a *FieldError: To must follow From by at most
+// MaxHourSpan (by hour) or MaxDaySpan (by day).
 func (q Query) Check() error {
+	maxSpan := MaxHourSpan
+	if q.By == ByDay {
+		maxSpan = MaxDaySpan
+	}
 	switch {
 	case q.By != ByHour && q.By != ByDay:
 		return &FieldError{Field: "by", Reason: `must be "hour" or "day"`}
@@ -100,6 +133,8 @@ func (q Query) Check() error {
 		return &FieldError{Field: "group", Reason: `must be "route", "layer" or empty`}
 	case !q.To.After(q.From):
 		return &FieldError{Field: "to", Reason: "must be after from"}
+	case q.To.Sub(q.From) > maxSpan:
+		return &FieldError{Field: "from", Reason: fmt.Sprintf("must be at most %d days before to by %s", maxSpan/(24*time.Hour), q.By)}
 	}
 	return nil
 }
