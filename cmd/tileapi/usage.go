@@ -12,8 +12,12 @@ import (
 )
 
 // runUsage prints the usage history of a key, a customer's keys, or
-// everyone, from PostgreSQL, and plots it with -plot.
+// everyone, from PostgreSQL, and plots it with -plot; tileapi usage
+// export writes it for a billing system (runUsageExport).
 func runUsage(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "export" {
+		return runUsageExport(ctx, args[1:], getenv, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("usage", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dbURL := databaseFlag(fs, getenv)
