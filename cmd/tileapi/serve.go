@@ -22,8 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tileapi/tileapi/geofence"
-	"github.com/tileapi/tileapi/internal/conncap"
 	"github.com/tileapi/tileapi/internal/billing"
+	"github.com/tileapi/tileapi/internal/conncap"
 	"github.com/tileapi/tileapi/internal/dataset"
 	"github.com/tileapi/tileapi/internal/httpapi"
 	"github.com/tileapi/tileapi/internal/keys"
