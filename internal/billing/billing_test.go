@@ -197,7 +197,7 @@ func TestStripeSendsUnitsAsSettled(t *testing.T) {
 // row written since in another hour adds its events and changes no id.
 func TestReExportIsIdentical(t *testing.T) {
 	p := fixture(t)
-	for _, f := range Formats {
+	for _, f := range formats {
 		if a, b := export(t, p, f), export(t, p, f); !bytes.Equal(a, b) {
 			t.Errorf("%s: two exports differ:\n%s\n%s", f, a, b)
 		}

@@ -29,13 +29,13 @@ const (
 	Stripe Format = "stripe"
 )
 
-// Formats are the formats by name, in the order help lists them.
-var Formats = []Format{CloudEvents, CSV, Stripe}
+// formats are the formats by name.
+var formats = []Format{CloudEvents, CSV, Stripe}
 
 // ParseFormat returns the format named s; the error is a *param.Error
 // naming "format".
 func ParseFormat(s string) (Format, error) {
-	for _, f := range Formats {
+	for _, f := range formats {
 		if string(f) == s {
 			return f, nil
 		}
