@@ -157,16 +157,16 @@ func (l *Ledger) AddUsage(r usage.Row) {
 	k := usage.KeyOf(r)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	held, ok := l.usage[k]
-	if !ok {
-		if len(l.usage) >= l.opt.MaxPending {
-			l.stats.Dropped++
-			return
-		}
-		held = usage.Row{Identity: r.Identity, KeyID: r.KeyID, CustomerID: r.CustomerID, Start: r.Start, Route: r.Route, Layer: r.Layer}
+	if held, ok := l.usage[k]; ok {
+		held.Add(r)
+		l.usage[k] = held
+		return
 	}
-	held.Add(r)
-	l.usage[k] = held
+	if len(l.usage) >= l.opt.MaxPending {
+		l.stats.Dropped++
+		return
+	}
+	l.usage[k] = r
 }
 
 var _ usage.Recorder = (*Ledger)(nil)

@@ -44,20 +44,19 @@ func (m *Memory) AddUsage(r Row) {
 	k := KeyOf(r)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	held, ok := m.rows[k]
-	if !ok && len(m.rows) >= m.maxRows {
+	if held, ok := m.rows[k]; ok {
+		held.Add(r)
+		m.rows[k] = held
+		return
+	}
+	if len(m.rows) >= m.maxRows {
 		m.forget()
 		if len(m.rows) >= m.maxRows {
 			m.dropped++
 			return
 		}
 	}
-	if !ok {
-		held = r
-		held.Requests, held.Charged, held.GivenBack, held.Unmetered, held.Refused429, held.Refused422 = 0, 0, 0, 0, 0, 0
-	}
-	held.Add(r)
-	m.rows[k] = held
+	m.rows[k] = r
 }
 
 // forget deletes the rows of hours past the retention.
