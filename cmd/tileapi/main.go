@@ -70,6 +70,10 @@ Usage:
                                          render a layer into a PMTiles archive (a layers file's pmtiles: serves it)
   tileapi calibrate [-database-url URL] [-samples N] [-plot FILE]
                                          time requests on the loaded database; fit the work model plans settle with
+  tileapi usage [-key ID | -customer ID] [-from T] [-to T] [-by hour|day] [-group route|layer] [-plot FILE]
+                                         print (and plot) the usage history kept in PostgreSQL
+  tileapi usage export -from T [-to T] [-format cloudevents|csv|stripe] [-o FILE] [-key ID | -customer ID]
+                                         write the usage of closed hours for a billing system, with stable event ids
   tileapi healthcheck [-url URL]         exit 0 if GET URL (default http://127.0.0.1:8080/healthz) answers 200
   tileapi version                        print the version
   tileapi help [COMMAND]                 this, or a command's flags (as tileapi COMMAND -h)
@@ -91,6 +95,7 @@ func commands() map[string]command {
 		"export":      runExport,
 		"healthcheck": runHealthcheck,
 		"calibrate":   runCalibrate,
+		"usage":       runUsage,
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -22,6 +23,7 @@ import (
 
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/internal/alerts"
+	"github.com/tileapi/tileapi/internal/billing"
 	"github.com/tileapi/tileapi/internal/conncap"
 	"github.com/tileapi/tileapi/internal/dataset"
 	"github.com/tileapi/tileapi/internal/httpapi"
@@ -31,6 +33,7 @@ import (
 	"github.com/tileapi/tileapi/internal/sources"
 	"github.com/tileapi/tileapi/internal/tilecache"
 	"github.com/tileapi/tileapi/internal/tokens"
+	usagehist "github.com/tileapi/tileapi/internal/usage"
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/inflight"
 	"github.com/tileapi/tileapi/quota/quotahttp"
@@ -67,6 +70,7 @@ type serveConfig struct {
 	quotaTimeout, quotaMaxWait       time.Duration
 	inFlightLease                    time.Duration
 	ledgerFlush                      time.Duration
+	usageRetention                   time.Duration
 
 	// The keys.
 	demoKeys           string
@@ -182,7 +186,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	duration(&c.quotaMaxWait, true, "quota-max-wait", "TILEAPI_QUOTA_MAX_WAIT", "0s", "longest a request the quota refuses waits server-side for its turn instead of a 429 (a few hundred ms for map clients); 0: off")
 	dur(&c.keyCacheTTL, "key-cache-ttl", "TILEAPI_KEY_CACHE_TTL", "5s", "how often the in-process key index reads the key store's changes: a revoked key stops working, and a plan change applies, within it")
 	dur(&c.inFlightLease, "in-flight-lease", "TILEAPI_IN_FLIGHT_LEASE", "10s", "how long an in-flight slot lasts unless renewed: a dead server's slots come free within it")
-	dur(&c.ledgerFlush, "ledger-flush", "TILEAPI_LEDGER_FLUSH", "1s", "how often each server writes its charges to the usage ledger (with REDIS_URL and DATABASE_URL): a Redis that loses its counters loses at most this much of each server's")
+	dur(&c.ledgerFlush, "ledger-flush", "TILEAPI_LEDGER_FLUSH", "1s", "how often each server writes its charges (with REDIS_URL and DATABASE_URL) and its usage history (with DATABASE_URL) to the usage ledger: a Redis that loses its counters loses at most this much of each server's")
+	dur(&c.usageRetention, "usage-retention", "TILEAPI_USAGE_RETENTION", "2160h", "how long the usage history keeps hours: in PostgreSQL, whole days past it are rolled up into days (kept); in process (no DATABASE_URL), hours past it are forgotten")
 	dur(&c.tileCacheTTL, "tile-cache-ttl", "TILEAPI_TILE_CACHE_TTL", "1h", "how long a rendered tile is cached")
 	dur(&c.queryTimeout, "query-timeout", "TILEAPI_QUERY_TIMEOUT", "5s", "statement timeout of a spatial query, and the bound of a key lookup")
 	fs.IntVar(&c.dbMaxConns, "db-max-conns", 10, "most database connections; keep it below the server's max_connections")
@@ -445,7 +450,8 @@ func openTileCache(ctx context.Context, c serveConfig, cfg *httpapi.Config, o *o
 // and PostgreSQL, or the bundled dataset and keys in memory. With both
 // PostgreSQL and Redis (rdb), what customers buy by the day or month
 // survives losing Redis: every charge is written to the ledger, and a
-// counter Redis lost is restored from it.
+// counter Redis lost is restored from it. The usage history is written
+// with the ledger's batches to PostgreSQL, or held in process.
 func openData(ctx context.Context, c serveConfig, cfg *httpapi.Config, rdb redis.UniversalClient, o *opened, log *slog.Logger) (keyStore, error) {
 	if c.databaseURL == "" {
 		start := time.Now()
@@ -455,6 +461,8 @@ func openData(ctx context.Context, c serveConfig, cfg *httpapi.Config, rdb redis
 		}
 		cfg.Geofence, cfg.Tiles = geofence.NewMemory(d), tiles.NewMemory(d)
 		cfg.DataVersion = "embedded"
+		hist := usagehist.NewMemory(c.usageRetention, usagehist.DefaultMaxRows, nil)
+		cfg.Usage, cfg.UsageReader = hist, hist
 		log.Info("no DATABASE_URL: serving the bundled dataset from memory; keys live in memory",
 			"places", len(d.Places), "fences", len(d.Fences), "load_time", time.Since(start).Round(time.Millisecond))
 		if err := openSources(ctx, c, cfg, nil, o, log); err != nil {
@@ -476,15 +484,14 @@ func openData(ctx context.Context, c serveConfig, cfg *httpapi.Config, rdb redis
 		return nil, err
 	}
 	cfg.Ready = append(cfg.Ready, httpapi.Check{Name: "database", Ping: pool.Ping})
+	led := ledger.New(pool, ledger.Options{FlushEvery: c.ledgerFlush, Logger: log})
+	hist := usagehist.NewPostgres(pool)
+	cfg.Usage, cfg.UsageReader = led, hist
+	cfg.Billing = billing.NewPostgres(pool) // GET /admin/usage/export
 	if rdb != nil {
-		led := ledger.New(pool, ledger.Options{FlushEvery: c.ledgerFlush, Logger: log})
 		counters := quota.NewRedis(rdb, quota.WithPrefix(c.redisPrefix+"q:"), quota.WithPeriodSource(led))
 		led.RaiseIn(counters)
 		cfg.Quota = led.Store(counters)
-		lctx, stopLedger := context.WithCancel(ctx)
-		flushed := make(chan struct{})
-		go func() { led.Run(lctx); close(flushed) }()
-		o.onClose(func() { stopLedger(); <-flushed }) // the last write, before the pool closes
 	}
 	if c.alertsURL != "" {
 		out, err := alerts.New(pool, alerts.Options{URL: c.alertsURL, Secret: c.alertsSecret, Logger: log})
@@ -498,6 +505,11 @@ func openData(ctx context.Context, c serveConfig, cfg *httpapi.Config, rdb redis
 		o.onClose(func() { stopAlerts(); <-delivered }) // before the pool closes
 		log.Info("threshold alerts are posted to the webhook", "url", redact(c.alertsURL, true))
 	}
+	lctx, stopLedger := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	running.Go(func() { led.Run(lctx) })
+	running.Go(func() { hist.Run(lctx, c.usageRetention, log) })
+	o.onClose(func() { stopLedger(); running.Wait() }) // the last write, before the pool closes
 	return keys.NewPostgres(pool), nil
 }
 

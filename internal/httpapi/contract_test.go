@@ -386,6 +386,8 @@ var contractScenarios = []struct {
 	{"admin", contractAdmin},
 	{"failures", contractFailures},
 	{"tokens", contractTokens},
+	{"usage", contractUsage},
+	{"usage export", contractUsageExport},
 }
 
 // The 200s (and a 304) of every route, and HEAD on every GET.

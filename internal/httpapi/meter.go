@@ -340,10 +340,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m meter
 	if m.overPlan != nil {
 		req.Refusal = quotahttp.Refuse(m.overPlan)
 	}
-	s.meter.ServeRequest(w, r, req, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.alert(r.Context(), c)
-		s.runWork(w, r, c, m)
-	}))
+	s.meterUsage(w, r, c, m, func(w http.ResponseWriter, r *http.Request) {
+		s.meter.ServeRequest(w, r, req, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.alert(r.Context(), c)
+			s.runWork(w, r, c, m)
+		}))
+	})
 }
 
 // newGate is the quota gate of every metered route and of /v1/quota. It
@@ -370,8 +372,9 @@ func (s *Server) newGate(store quotahttp.Store) *quotahttp.Gate {
 	return quotahttp.New(store, opts...)
 }
 
-// observe turns what the gate did into metrics and logs.
+// observe turns what the gate did into metrics, logs and usage history.
 func (s *Server) observe(r *http.Request, e quotahttp.Event) {
+	s.observeUsage(r, e)
 	plan := e.Plan.Name
 	ctx := r.Context()
 	switch e.Kind {

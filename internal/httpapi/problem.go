@@ -59,6 +59,7 @@ var (
 	errMethodNotAllowed = errors.New("method not allowed")
 	errAdminDisabled    = errors.New("the admin API is disabled")
 	errAdminToken       = errors.New("admin token missing or wrong")
+	errUsageUnavailable = errors.New("the usage history could not be read")
 	// errSecretKeyInBrowser refuses a secret key (tk_sec_) presented with
 	// an Origin header: by a browser, where anyone can read it.
 	errSecretKeyInBrowser = errors.New("a secret key presented by a browser")
@@ -242,6 +243,8 @@ func problemFor(err error) *problem {
 		return newProblem(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", "see /openapi.json")
 	case errors.Is(err, errAdminDisabled):
 		return newProblem(http.StatusNotFound, "not-found", "Not found", "the admin API is disabled: set TILEAPI_ADMIN_TOKEN")
+	case errors.Is(err, errUsageUnavailable):
+		return unavailable("usage-unavailable", "Usage history unavailable", "the usage history could not be read from the database; retry shortly")
 	case errors.Is(err, errAdminToken):
 		return newProblem(http.StatusUnauthorized, "admin-token-required", "Admin token required", "send Authorization: Bearer <TILEAPI_ADMIN_TOKEN>")
 	}

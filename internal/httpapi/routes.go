@@ -85,6 +85,7 @@ func (s *Server) routes() http.Handler {
 		r.Get("/tiles/{layer}/{z}/{x}/{y}.mvt", s.handleTile)
 		r.Get("/tiles/{layer}/{z}/{x}/{y}.pbf", s.handleTile)
 		r.Get("/quota", s.handleQuota) // usage; not charged
+		r.Get("/usage", s.handleUsage) // usage history; not charged
 		r.Post("/tokens", s.handleMintToken)
 	})
 
@@ -125,6 +126,10 @@ func (s *Server) adminAPI(r chi.Router) {
 	r.Get("/customers", s.handleListCustomers)
 	r.Get("/customers/{id}", s.handleGetCustomer)
 	r.Put("/customers/{id}/plan", s.handleSetCustomerPlan)
+	r.Get("/usage", s.handleAdminUsage)
+	if s.cfg.Billing != nil {
+		r.Get("/usage/export", s.handleUsageExport)
+	}
 }
 
 // handleNotFound answers a route neither listener has.

@@ -22,10 +22,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tileapi/tileapi/geofence"
+	"github.com/tileapi/tileapi/internal/billing"
 	"github.com/tileapi/tileapi/internal/dataset"
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/internal/tokens"
+	usagehist "github.com/tileapi/tileapi/internal/usage"
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/inflight"
 	"github.com/tileapi/tileapi/quota/quotahttp"
@@ -81,6 +83,15 @@ type Keys interface {
 	RefreshIfOlder(ctx context.Context, age time.Duration) error
 }
 
+// Billing reads the events of the usage an export selects, in a fixed
+// order: usage and adjustment events, or one settled event per row
+// (billing.Format.Settled).
+type Billing interface {
+	Events(ctx context.Context, q billing.Query, settled bool) ([]billing.Event, error)
+}
+
+var _ Billing = (*billing.Postgres)(nil)
+
 // KeyAdmin manages API keys and customers: keys.Postgres or keys.Memory.
 type KeyAdmin interface {
 	CreateKind(ctx context.Context, kind keys.Kind, name, plan string, customerID int64) (keys.Key, string, error)
@@ -129,6 +140,10 @@ type Config struct {
 	Keys      Keys
 	KeyAdmin  KeyAdmin
 	Plans     plans.Set
+	// Billing, if set, serves the export of the usage history to billing
+	// systems (GET /admin/usage/export): a *billing.Postgres. Without it
+	// the route is not found.
+	Billing Billing
 	// Ready lists what /readyz pings.
 	Ready []Check
 	// DataVersion keys the tile cache, so tiles of old data are never
@@ -200,11 +215,24 @@ type Config struct {
 	// that charges cross; nil sends none.
 	Alerts Alerts
 
+	// Usage receives the usage history of every metered request, and
+	// UsageReader reads it back for /v1/usage and /admin/usage; with
+	// neither, both are a usage.Memory keeping DefaultUsageRetention.
+	Usage       usagehist.Recorder
+	UsageReader usagehist.Reader
+	// Now is the clock of the usage history's hours (default time.Now).
+	Now func() time.Time
+
 	Logger *slog.Logger
 	// Registry receives the metrics and is served at /metrics (default: a
 	// new one).
 	Registry *prometheus.Registry
 }
+
+// DefaultUsageRetention is how long the usage history keeps hours by
+// default: in process (usage.Memory), then forgotten; in PostgreSQL, then
+// rolled up to days.
+const DefaultUsageRetention = 90 * 24 * time.Hour
 
 // maxCacheWrites bounds the tile cache writes in flight, so a slow cache
 // cannot pile up goroutines.
@@ -273,6 +301,16 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	switch {
+	case cfg.Usage == nil && cfg.UsageReader == nil:
+		m := usagehist.NewMemory(DefaultUsageRetention, 0, cfg.Now)
+		cfg.Usage, cfg.UsageReader = m, m
+	case cfg.Usage == nil || cfg.UsageReader == nil:
+		return nil, errors.New("httpapi: Usage and UsageReader go together")
 	}
 	m, err := newMetrics(cfg.Registry)
 	if err != nil {

@@ -18,6 +18,11 @@
 // other servers held unwritten when Redis lost them (they were made in the
 // Redis that was lost, and a counter is never lowered), for the rest of
 // the period: the customer loses those units, nothing is served over.
+//
+// The batches also carry the usage history (AddUsage, internal/usage):
+// each identity's requests, units and refusals per hour, route and layer,
+// written to usage_hourly in the batch's transaction, so a batch applied
+// once writes them once.
 package ledger
 
 import (
@@ -32,6 +37,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tileapi/tileapi/internal/usage"
 	"github.com/tileapi/tileapi/quota"
 )
 
@@ -62,8 +68,9 @@ type Ledger struct {
 	floor floor // the counters raised to the ledger's totals; nil for none
 
 	mu      sync.Mutex
-	pending map[row]int64 // recorded since the last batch was formed
-	retry   *batch        // a batch whose write failed, sent again first
+	pending map[row]int64           // recorded since the last batch was formed
+	usage   map[usage.Key]usage.Row // the usage history recorded since then
+	retry   *batch                  // a batch whose write failed, sent again first
 	stats   Stats
 }
 
@@ -82,7 +89,7 @@ func (l *Ledger) RaiseIn(r *quota.Redis) { l.floor = r }
 type Stats struct {
 	Batches  int64 // batches written
 	Failures int64 // failed writes, each retried
-	Dropped  int64 // rows dropped for MaxPending
+	Dropped  int64 // rows (of periods, or of usage history) dropped for MaxPending
 	Raised   int64 // counters in Redis found behind the ledger and raised
 	// Written is when the last flush that wrote everything recorded
 	// began: what was recorded before it is in the database. A restore
@@ -101,6 +108,7 @@ type row struct {
 type batch struct {
 	id    string
 	units map[row]int64
+	usage map[usage.Key]usage.Row
 }
 
 // New returns a Ledger writing to pool, whose database has the migrations
@@ -115,7 +123,7 @@ func New(pool *pgxpool.Pool, opt Options) *Ledger {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Ledger{pool: pool, opt: opt, pending: make(map[row]int64)}
+	return &Ledger{pool: pool, opt: opt, pending: make(map[row]int64), usage: make(map[usage.Key]usage.Row)}
 }
 
 // Record adds units (negative for units given back) to every period rc's
@@ -140,6 +148,28 @@ func (l *Ledger) Record(rc quota.Receipt, units int64) {
 		}
 	}
 }
+
+// AddUsage adds r to the usage history written with the next batch
+// (usage_hourly), in its transaction: a batch applied once writes its
+// usage once. It does no I/O. Like the periods, the rows held unwritten
+// are bounded by MaxPending.
+func (l *Ledger) AddUsage(r usage.Row) {
+	k := usage.KeyOf(r)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if held, ok := l.usage[k]; ok {
+		held.Add(r)
+		l.usage[k] = held
+		return
+	}
+	if len(l.usage) >= l.opt.MaxPending {
+		l.stats.Dropped++
+		return
+	}
+	l.usage[k] = r
+}
+
+var _ usage.Recorder = (*Ledger)(nil)
 
 // Stats returns what the ledger did so far.
 func (l *Ledger) Stats() Stats {
@@ -229,11 +259,12 @@ func (l *Ledger) next() *batch {
 		l.retry = nil
 		return b
 	}
-	if len(l.pending) == 0 {
+	if len(l.pending) == 0 && len(l.usage) == 0 {
 		return nil
 	}
-	b := &batch{id: newID(), units: l.pending}
+	b := &batch{id: newID(), units: l.pending, usage: l.usage}
 	l.pending = make(map[row]int64, len(b.units))
+	l.usage = make(map[usage.Key]usage.Row, len(b.usage))
 	return b
 }
 
@@ -247,6 +278,20 @@ SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[])
 ON CONFLICT (identity, limit_name, period_start)
 DO UPDATE SET units = quota_ledger.units + EXCLUDED.units, updated_at = now()
 RETURNING identity, limit_name, period_start, units`
+	// addUsageSQL adds a batch's usage history to its hours' rows.
+	addUsageSQL = `INSERT INTO usage_hourly AS h (identity, key_id, customer_id, hour, route, layer, requests,
+    units_charged, units_given_back, units_unmetered, refused_429, refused_422)
+SELECT i, nullif(k, 0), nullif(c, 0), t, r, l, n, ch, gb, um, r429, r422
+FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::timestamptz[], $5::text[], $6::text[], $7::bigint[],
+            $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[])
+     AS u(i, k, c, t, r, l, n, ch, gb, um, r429, r422)
+ON CONFLICT (identity, hour, route, layer) DO UPDATE SET
+  requests = h.requests + EXCLUDED.requests,
+  units_charged = h.units_charged + EXCLUDED.units_charged,
+  units_given_back = h.units_given_back + EXCLUDED.units_given_back,
+  units_unmetered = h.units_unmetered + EXCLUDED.units_unmetered,
+  refused_429 = h.refused_429 + EXCLUDED.refused_429,
+  refused_422 = h.refused_422 + EXCLUDED.refused_422`
 	// pruneSQL forgets batch ids far older than any retry.
 	pruneSQL = `DELETE FROM quota_ledger_batches WHERE applied_at < now() - interval '7 days'`
 	// usageSQL reads the units of an identity's periods, in their order,
@@ -274,6 +319,12 @@ func (l *Ledger) write(ctx context.Context, b *batch) (map[string][]quota.Period
 		if err != nil || tag.RowsAffected() == 0 {
 			return err // applied before: nothing more to do
 		}
+		if err := writeUsage(ctx, tx, b.usage); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
 		rows, err := tx.Query(ctx, addSQL, ids, limits, starts, units)
 		if err != nil {
 			return err
@@ -287,9 +338,28 @@ func (l *Ledger) write(ctx context.Context, b *batch) (map[string][]quota.Period
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ledger: write %d rows: %w", n, err)
+		return nil, fmt.Errorf("ledger: write %d rows and %d of usage: %w", n, len(b.usage), err)
 	}
 	return totals, nil
+}
+
+// writeUsage adds the usage history rows to usage_hourly in tx.
+func writeUsage(ctx context.Context, tx pgx.Tx, rows map[usage.Key]usage.Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	n := len(rows)
+	ids, routes, layers, hours := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]time.Time, 0, n)
+	var counts [8][]int64 // key, customer, then the six counts
+	for _, r := range rows {
+		ids, routes, layers, hours = append(ids, r.Identity), append(routes, r.Route), append(layers, r.Layer), append(hours, r.Start)
+		for i, v := range [8]int64{r.KeyID, r.CustomerID, r.Requests, r.Charged, r.GivenBack, r.Unmetered, r.Refused429, r.Refused422} {
+			counts[i] = append(counts[i], v)
+		}
+	}
+	_, err := tx.Exec(ctx, addUsageSQL, ids, counts[0], counts[1], hours, routes, layers,
+		counts[2], counts[3], counts[4], counts[5], counts[6], counts[7])
+	return err
 }
 
 // PeriodUsage returns the units identity used in each of periods: the

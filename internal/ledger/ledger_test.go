@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tileapi/tileapi/internal/spatialtest"
+	"github.com/tileapi/tileapi/internal/usage"
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/quotatest"
 )
@@ -448,5 +449,56 @@ func TestRedisRestartKeepsTheCustomersMonth(t *testing.T) {
 	}
 	if admitted != 20 {
 		t.Errorf("after the restart %d more units were served, want 20 (30 of the customer's 50 kept)", admitted)
+	}
+}
+
+// The usage history goes with the batch: a batch sent again after its
+// commit's answer was lost writes its usage once, and one whose write
+// failed writes it at the next flush.
+func TestUsageWrittenOnce(t *testing.T) {
+	pool := spatialtest.Migrated(t)
+	l := New(pool, Options{})
+	ctx := context.Background()
+	hour := usage.Hour(time.Now())
+	row := usage.Row{Identity: "key:1", KeyID: 1, Start: hour, Route: "tiles", Layer: "roads", Requests: 1, Charged: 10}
+	l.AddUsage(row)
+	l.AddUsage(usage.Row{Identity: "key:1", KeyID: 1, Start: hour, Route: "tiles", Layer: "roads", Requests: 1, Charged: 10, GivenBack: 9})
+	requests := func() (n, settled int64) {
+		t.Helper()
+		err := pool.QueryRow(ctx, `SELECT coalesce(sum(requests), 0), coalesce(sum(units_charged - units_given_back), 0) FROM usage_hourly`).Scan(&n, &settled)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, settled
+	}
+	b := l.next()
+	for range 2 { // the retry after a lost answer
+		if _, err := l.write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, u := requests(); n != 2 || u != 11 {
+		t.Errorf("a batch written twice holds %d requests and %d units, want 2 and 11 once", n, u)
+	}
+
+	l.AddUsage(row)
+	dead, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := l.Flush(dead); err == nil {
+		t.Fatal("a flush with a cancelled context succeeded")
+	}
+	if n, _ := requests(); n != 2 {
+		t.Fatalf("the failed write wrote: %d requests", n)
+	}
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var keyID int64
+	var customer *int64
+	if err := pool.QueryRow(ctx, `SELECT key_id, customer_id FROM usage_hourly`).Scan(&keyID, &customer); err != nil {
+		t.Fatal(err)
+	}
+	if n, u := requests(); n != 3 || u != 21 || keyID != 1 || customer != nil {
+		t.Errorf("after the retry: %d requests, %d units, key %d, customer %v; want 3, 21, 1, NULL", n, u, keyID, customer)
 	}
 }

@@ -198,6 +198,21 @@ func TestPage(t *testing.T) {
 	evaluate[bool](t, ctx, `(document.querySelector('.ol-zoom-out').click(), true)`)
 	poll[bool](t, ctx, `[...document.querySelectorAll('#log tr')].some(tr => tr.cells[0].textContent.startsWith('tile places 8/') && tr.cells[2].textContent === '16')`, 10*time.Second)
 	rec.settle(t)
+	// Beside the meter, the free key's units per hour, by layer, read from
+	// /v1/usage when the key came back: the tiles of three layers and the
+	// radius query's places.
+	legend := poll[[]string](t, ctx, `(l => l.length >= 4 && l)([...document.querySelectorAll('#usage-legend .swatch')].map(s => s.textContent))`, 10*time.Second)
+	bars := evaluate[int](t, ctx, `document.querySelectorAll('#usage-chart rect').length`)
+	total := evaluate[string](t, ctx, `document.getElementById('usage-total').textContent`)
+	t.Logf("usage chart: %d bars, %v; %s", bars, legend, total)
+	for _, layer := range []string{"countries", "counties", "places"} {
+		if !slices.Contains(legend, layer) {
+			t.Errorf("usage chart legend %v lacks %s", legend, layer)
+		}
+	}
+	if bars < 4 || !strings.HasSuffix(total, "requests") {
+		t.Errorf("usage chart: %d bars, total %q; want a bar per layer and the totals", bars, total)
+	}
 	saveScreenshot(t, ctx, filepath.Join(shots, "demo-page-zoomed-out.png"))
 
 	msgs := console.messages()

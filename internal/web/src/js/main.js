@@ -21,6 +21,7 @@ import {Circle, Fill, Stroke, Style, Text} from 'ol/style.js';
 
 import {Client} from './api.js';
 import {Meter} from './meter.js';
+import {UsageChart} from './usage.js';
 
 const keyInput = /** @type {HTMLInputElement} */ (document.getElementById('key'));
 const radiusInput = /** @type {HTMLInputElement} */ (document.getElementById('radius'));
@@ -251,10 +252,18 @@ async function showFences(res) {
     : 'no fence (open sea?)';
 }
 
-/** Reads the key's usage (not charged) so the meter starts full or where it was. */
+const usageChart = new UsageChart(api);
+
+/**
+ * Reads the key's usage (not charged) so the meter starts full or where it
+ * was, and its last day's history for the chart.
+ */
 function peekQuota() {
   api.get('/v1/quota', 'quota').catch(() => {});
+  usageChart.refresh();
 }
+// The chart follows the history, which is written behind the requests.
+setInterval(() => usageChart.refresh(), 15000);
 
 keyInput.addEventListener('change', () => {
   areas.clear();
