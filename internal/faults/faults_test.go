@@ -324,10 +324,16 @@ func runFault(t *testing.T, db string, f fault, closed bool) row {
 	results := stop()
 	rw.requests = len(results) + len(probes)
 
-	// The worst request time stays within the budget.
+	// The worst request time stays within the budget. A database query
+	// that ran out of time (slowQuery) is bounded by the query timeout,
+	// not by the fault: on a loaded machine it can come at any time, and
+	// the outcome checks below accept it, its charge given back.
 	var worst result
 	work := minWork
 	for _, res := range append(results, probes...) {
+		if res.slowQuery() {
+			continue
+		}
 		if res.took() > worst.took() {
 			worst = res
 		}
