@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -227,4 +229,49 @@ func withoutEnv(names ...string) []string {
 		}
 	}
 	return env
+}
+
+// A server whose port was taken between asking and binding exits at once:
+// the start notices at once, not after the ping timeout, and tries another
+// port.
+func TestServerStartsOnAnotherPortWhenItsIsTaken(t *testing.T) {
+	RequireCommand(t, "redis-server", "apt-get install redis-server")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	ports := []int{taken.Addr().(*net.TCPAddr).Port}
+	asked := 0
+	freePort := func() (int, error) {
+		asked++
+		if len(ports) > 0 {
+			p := ports[0]
+			ports = ports[1:]
+			return p, nil
+		}
+		return FreePort()
+	}
+	s, err := newRedisServerOn(freePort, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	if asked != 2 {
+		t.Errorf("asked for %d ports, want 2 (the taken one, then another)", asked)
+	}
+	if s.Addr == taken.Addr().String() {
+		t.Errorf("started on the taken port %s", s.Addr)
+	}
+	if err := pingRedis(context.Background(), s.URL()); err != nil {
+		t.Fatal(err)
+	}
+
+	// On the taken port alone, the start fails as an exit, not a timeout.
+	lone := &RedisServer{Addr: taken.Addr().String(), args: []string{"--bind", "127.0.0.1",
+		"--port", strconv.Itoa(taken.Addr().(*net.TCPAddr).Port), "--save", "", "--dir", t.TempDir()}}
+	if err := lone.Start(); !errors.Is(err, errExited) {
+		lone.Stop()
+		t.Errorf("start on a taken port: %v, want errExited", err)
+	}
 }

@@ -1,9 +1,11 @@
 package quotatest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,10 +21,12 @@ import (
 // RedisServer is a redis-server process owned by one test, for tests that
 // must stop and restart their Redis (failure policy, NOSCRIPT recovery).
 type RedisServer struct {
-	Addr string
-	dir  string
-	args []string
-	cmd  *exec.Cmd
+	Addr   string
+	dir    string
+	args   []string
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once cmd has been waited for
+	output *bytes.Buffer // what the server printed, for a failed start
 }
 
 // StartRedisServer starts a redis-server on a free loopback port, with no
@@ -41,22 +45,46 @@ func StartRedisServer(tb testing.TB, extra ...string) *RedisServer {
 }
 
 func newRedisServer(dir string, extra ...string) (*RedisServer, error) {
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
+	return newRedisServerOn(FreePort, dir, extra...)
+}
+
+// startTries is how many free ports a new server tries: a port free when
+// asked for can be taken by another process before the server binds it.
+const startTries = 5
+
+// newRedisServerOn starts a server on a port from freePort, trying another
+// when the server exits at once (its port was taken meanwhile).
+func newRedisServerOn(freePort func() (int, error), dir string, extra ...string) (*RedisServer, error) {
+	var err error
+	for range startTries {
+		var port int
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
+		s := &RedisServer{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir}
+		s.args = append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--save", "", "--appendonly", "no", "--dir", dir}, extra...)
+		if err = s.Start(); err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, errExited) {
+			return nil, err
+		}
 	}
-	s := &RedisServer{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir}
-	s.args = append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--save", "", "--appendonly", "no", "--dir", dir}, extra...)
-	return s, s.Start()
+	return nil, err
 }
 
 // URL returns the server's URL, for NewClient.
 func (s *RedisServer) URL() string { return "redis://" + s.Addr + "/0" }
 
+// errExited is Start's error when the server ends before it answers.
+var errExited = errors.New("redis-server exited")
+
 // Start starts the server (again) on its address and waits until it answers.
 func (s *RedisServer) Start() error {
 	s.cmd = exec.Command("redis-server", s.args...)
+	s.output = new(bytes.Buffer)
+	s.cmd.Stdout, s.cmd.Stderr = s.output, s.output
 	// Should the test binary die before its cleanup runs, take the server
 	// with it.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -64,11 +92,24 @@ func (s *RedisServer) Start() error {
 		s.cmd = nil
 		return fmt.Errorf("quotatest: start redis-server: %w", err)
 	}
-	if err := waitPing(s.Addr, 10*time.Second); err != nil {
-		s.Stop()
-		return err
+	exited := make(chan struct{})
+	s.exited = exited
+	go func(cmd *exec.Cmd) {
+		_ = cmd.Wait()
+		close(exited)
+	}(s.cmd)
+	if err := waitPing(s.Addr, 10*time.Second, exited); err != nil {
+		s.Stop() // the output is whole, and safe to read, once it has exited
+		out := lastLines(s.output.String(), 3)
+		return fmt.Errorf("%w: %s", err, out)
 	}
 	return nil
+}
+
+// lastLines returns the last n lines of out, joined by " | ".
+func lastLines(out string, n int) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], " | ")
 }
 
 // startLocalRedis starts a redis-server from this machine's PATH for the
@@ -99,7 +140,7 @@ func (s *RedisServer) Stop() {
 		return
 	}
 	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	<-s.exited
 	s.cmd = nil
 }
 
@@ -148,7 +189,7 @@ func startRedisCluster(n int) ([]string, error) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
-		s, err := newRedisServer(d, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(d, "nodes.conf"))
+		s, err := newRedisServerOn(freeClusterPort, d, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(d, "nodes.conf"))
 		if err != nil {
 			return nil, err
 		}
@@ -178,8 +219,34 @@ func startRedisCluster(n int) ([]string, error) {
 	return addrs, nil
 }
 
-func waitPing(addr string, timeout time.Duration) error {
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+// freeClusterPort returns a free loopback port whose cluster bus port (the
+// port plus 10000) is free as well: a node binds both, and fails to start
+// where either is taken.
+func freeClusterPort() (int, error) {
+	for range 20 {
+		port, err := FreePort()
+		if err != nil {
+			return 0, err
+		}
+		if port+10000 > 65535 {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port, nil
+	}
+	return 0, errors.New("quotatest: no free port with a free cluster bus port")
+}
+
+// waitPing waits until the server at addr answers, for up to timeout, or
+// until exited is closed: the server is gone.
+func waitPing(addr string, timeout time.Duration, exited <-chan struct{}) error {
+	// Short timeouts: whatever holds a taken port may accept and never answer.
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second,
+		ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 	defer c.Close()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -192,6 +259,10 @@ func waitPing(addr string, timeout time.Duration) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("quotatest: redis at %s did not answer: %w", addr, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-exited:
+			return fmt.Errorf("quotatest: %w before it answered at %s", errExited, addr)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
