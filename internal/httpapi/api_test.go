@@ -258,6 +258,10 @@ func TestRefundOnFailedQuery(t *testing.T) {
 	if u := e.used(t, key("std")...); !slices.Equal(u, []int64{0, 0}) {
 		t.Errorf("failed request not refunded: used %v", u)
 	}
+	// The usage history holds the charge and its refund: nothing settled.
+	if u := e.usageTotal(t, key("std")...); u.Requests != 1 || u.Charged == 0 || u.GivenBack != u.Charged || u.Settled != 0 {
+		t.Errorf("usage of the refunded request: %+v, want 1 request, its charge given back", u)
+	}
 }
 
 func TestKeys(t *testing.T) {
@@ -322,7 +326,7 @@ func TestAnonymousAndClientIP(t *testing.T) {
 // never charged.
 func TestUnmeteredRoutes(t *testing.T) {
 	e := newEnv(t)
-	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/openapi.json", "/v1/quota"} {
+	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/openapi.json", "/v1/quota", "/v1/usage"} {
 		for range 3 {
 			if resp := e.get(t, path, key("five")...); resp.StatusCode != 200 {
 				t.Errorf("%s: status %d", path, resp.StatusCode)

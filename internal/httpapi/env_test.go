@@ -254,3 +254,12 @@ func brokenPostGIS(t *testing.T) *geofence.PostGIS {
 	t.Cleanup(pool.Close)
 	return geofence.NewPostGIS(pool, time.Second)
 }
+
+// usageTotal is the caller's usage history over the last day, summed, as
+// GET /v1/usage answers it.
+func (e *env) usageTotal(t *testing.T, headers ...string) usageCounts {
+	t.Helper()
+	var u usageJSON
+	decode(t, e.get(t, "/v1/usage", headers...), http.StatusOK, &u)
+	return u.Total
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,6 +86,24 @@ func TestHungRedisWithinBudget(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A request served unmetered under fail-open is in the usage history as
+// unmetered units, none charged while Redis is hung, so the operator sees
+// what went free.
+func TestUnmeteredInUsage(t *testing.T) {
+	redisSrv := quotatest.StartRedisServer(t)
+	e := newEnv(t, withRedis("redis://"+redisSrv.Addr), with(func(c *Config) { c.QuotaTimeout = 50 * time.Millisecond }))
+	redisSrv.Hang(t)
+	resp := e.get(t, contains, key("std")...)
+	resp.Body.Close()
+	// Served unmetered, its charge kept to be made once Redis answers.
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get(headerStatus), statusUnmetered) {
+		t.Fatalf("with Redis hung: status %d, %s %q; want 200 unmetered", resp.StatusCode, headerStatus, resp.Header.Get(headerStatus))
+	}
+	if u := e.usageTotal(t, key("std")...); u.Requests != 1 || u.Unmetered == 0 || u.Charged != 0 {
+		t.Errorf("usage of the unmetered request: %+v, want 1 request, its units unmetered, none charged", u)
 	}
 }
 
