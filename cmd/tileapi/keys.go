@@ -21,7 +21,7 @@ import (
 	"github.com/tileapi/tileapi/quota"
 )
 
-const keysUsage = `tileapi keys create -plan PLAN [-name NAME] [-kind publishable|secret] [-customer ID] | list | revoke ID
+const keysUsage = `tileapi keys create -plan PLAN [-name NAME] [-kind publishable|secret] [-customer ID] | list | show ID | revoke ID
   | set-plan ID PLAN | set-customer ID CUSTOMER_ID | set-customer ID -none
   | override ID [NAME=MAX/WINDOW ...] [-max-in-flight N] | override ID -clear
   | restrict ID [-origins O,...] [-allow-no-origin] [-networks CIDR,...] [-routes R,...]
@@ -210,6 +210,26 @@ var keysActions = map[string]action{
 				for _, k := range ks {
 					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, k.Kind(), orDash(k.Name), k.Plan, idOrDash(k.CustomerID),
 						orDash(compactJSON(k.Overrides)), orDash(compactJSON(k.Restrictions)), timeOrDash(k.CreatedAt), timeOrDash(k.ExpiresAt), timeOrDash(k.RevokedAt))
+				}
+				return tw.Flush()
+			}, nil
+		}
+	}},
+	"show": {args: 1, flags: func(*flag.FlagSet, func(string) string) func(int64, []string) (work, error) {
+		return func(id int64, _ []string) (work, error) {
+			return func(ctx context.Context, s *keys.Postgres, stdout io.Writer) error {
+				k, err := s.Get(ctx, id)
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+				for _, f := range [][2]string{
+					{"id", strconv.FormatInt(k.ID, 10)}, {"prefix", k.Prefix}, {"kind", string(k.Kind())}, {"name", orDash(k.Name)},
+					{"plan", k.Plan}, {"customer", idOrDash(k.CustomerID)}, {"overrides", orDash(compactJSON(k.Overrides))},
+					{"restrictions", orDash(compactJSON(k.Restrictions))}, {"created", timeOrDash(k.CreatedAt)},
+					{"expires", timeOrDash(k.ExpiresAt)}, {"revoked", timeOrDash(k.RevokedAt)},
+				} {
+					fmt.Fprintf(tw, "%s:\t%s\n", f[0], f[1])
 				}
 				return tw.Flush()
 			}, nil

@@ -99,6 +99,9 @@ func TestKeys(t *testing.T) {
 		{"list", withDB, []string{"list"}, `^ID +PREFIX +KIND +NAME +PLAN +CUSTOMER +OVERRIDES +RESTRICTIONS +CREATED +EXPIRES +REVOKED\n` +
 			`1 +` + keys.PrefixOf(secrets[0]) + ` +secret +ci +free +- +- +- +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +- +-\n` +
 			`2 +` + keys.PrefixOf(secrets[1]) + ` +secret +- +pro +- +- +- +\S+ +- +-\n$`, ""},
+		{"show", withDB, []string{"show", "2"}, `^id: +2\nprefix: +` + keys.PrefixOf(secrets[1]) + `\nkind: +secret\nname: +-\nplan: +pro\ncustomer: +-\n` +
+			`overrides: +-\nrestrictions: +-\ncreated: +\d{4}-\d\d-\d\dT\S+Z\nexpires: +-\nrevoked: +-\n$`, ""},
+		{"show an unknown id", withDB, []string{"show", "99"}, "", "keys: key not found: id 99"},
 		{"revoke", withDB, []string{"revoke", "1"}, `^key 1 \(tk_sec_[0-9a-f]{8}\) revoked at \S+Z\n$`, ""},
 		{"revoke again", withDB, []string{"revoke", "1"}, `^key 1 \(tk_sec_[0-9a-f]{8}\) revoked at \S+Z\n$`, ""},
 		{"list a revoked key", withDB, []string{"list"}, `\n1 +tk_\S+ +secret +ci +free +- +- +- +\S+Z +- +\S+Z\n2 `, ""},

@@ -760,6 +760,9 @@ func contractAdmin(t *testing.T, c *contract, backend []option) {
 		adminCall("PUT", customer+"/plan", `{"plan":"five"}`, 200),
 		adminCall("PUT", customer+"/plan", `{"plan":"nope"}`, 400),
 		adminCall("PUT", "/admin/customers/999999/plan", `{"plan":"five"}`, 404),
+		adminCall("PUT", customer+"/name", `{"name":"Acme Ltd"}`, 200),
+		adminCall("PUT", customer+"/name", `{"name":" "}`, 400),
+		adminCall("PUT", "/admin/customers/999999/name", `{"name":"x"}`, 404),
 		adminCall("PUT", k+"/customer", `{"customer_id":`+cid+`}`, 200),
 		adminCall("GET", k, "", 200),
 		adminCall("PUT", k+"/customer", `{"customer_id":999999}`, 400),
@@ -826,6 +829,7 @@ var adminOps = []struct{ method, path, body string }{
 	{"GET", "/admin/customers/{id}", ""},
 	{"HEAD", "/admin/customers/{id}", ""},
 	{"PUT", "/admin/customers/{id}/plan", `{"plan":"std"}`},
+	{"PUT", "/admin/customers/{id}/name", `{"name":"Acme Ltd"}`},
 }
 
 // dearPlans has a plan five whose flat price is above its max: every route

@@ -131,3 +131,30 @@ func (s *Server) handleSetCustomerPlan(w http.ResponseWriter, r *http.Request) {
 	s.keysChanged(r.Context())
 	writeJSON(w, http.StatusOK, customerOf(c))
 }
+
+// handleRenameCustomer serves PUT /admin/customers/{id}/name {"name":
+// "Acme Ltd"}: the name is for people only, so its keys and usage stay.
+func (s *Server) handleRenameCustomer(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeProblem(w, problemFor(param.Invalid("body", "must be a JSON object with name")))
+		return
+	}
+	if strings.TrimSpace(req.Name) == "" {
+		writeProblem(w, problemFor(param.Invalid("name", "is required: a name for people")))
+		return
+	}
+	c, err := s.cfg.KeyAdmin.RenameCustomer(r.Context(), id, req.Name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, customerOf(c))
+}

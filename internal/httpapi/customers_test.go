@@ -333,6 +333,8 @@ func TestCustomersAdmin(t *testing.T) {
 		{http.MethodPost, "/admin/customers", `{"name": "x", "plan": "nope"}`, "plan"},
 		{http.MethodPost, "/admin/customers", `{"plan": "team"}`, "name"},
 		{http.MethodPut, fmt.Sprintf("/admin/customers/%d/plan", acme), `{"plan": "nope"}`, "plan"},
+		{http.MethodPut, fmt.Sprintf("/admin/customers/%d/name", acme), `{"name": " "}`, "name"},
+		{http.MethodPut, fmt.Sprintf("/admin/customers/%d/name", acme), `[]`, "body"},
 		{http.MethodPost, "/admin/keys", `{"plan": "member", "customer_id": 999}`, "customer_id"},
 		{http.MethodPost, "/admin/keys", `{"plan": "member", "customer_id": -1}`, "customer_id"},
 		{http.MethodPost, "/admin/keys", `{"plan": "member", "customer_id": "1"}`, "customer_id"},
@@ -349,6 +351,18 @@ func TestCustomersAdmin(t *testing.T) {
 	var p problem
 	decode(t, e.adminJSON(t, http.MethodGet, "/admin/customers/999", ""), http.StatusNotFound, &p)
 	decode(t, e.adminJSON(t, http.MethodPut, "/admin/customers/999/plan", `{"plan": "team"}`), http.StatusNotFound, &p)
+	decode(t, e.adminJSON(t, http.MethodPut, "/admin/customers/999/name", `{"name": "x"}`), http.StatusNotFound, &p)
+
+	// A new name keeps the customer's plan and keys.
+	var renamed customerJSON
+	decode(t, e.adminJSON(t, http.MethodPut, fmt.Sprintf("/admin/customers/%d/name", acme), `{"name": "Acme Ltd"}`), http.StatusOK, &renamed)
+	if renamed.ID != acme || renamed.Name != "Acme Ltd" || renamed.Plan != "team" {
+		t.Errorf("PUT /admin/customers/%d/name = %+v, want Acme Ltd on team", acme, renamed)
+	}
+	decode(t, e.adminJSON(t, http.MethodGet, fmt.Sprintf("/admin/keys/%d", id), ""), http.StatusOK, &k)
+	if k.CustomerID == nil || *k.CustomerID != acme {
+		t.Errorf("the key after its customer's rename: %+v", k)
+	}
 	decode(t, e.adminJSON(t, http.MethodPut, "/admin/keys/999/customer", `{"customer_id": null}`), http.StatusNotFound, &p)
 
 	// A customer on a plan this server does not configure (set by a

@@ -126,6 +126,7 @@ func (s *Server) adminAPI(r chi.Router) {
 	r.Get("/customers", s.handleListCustomers)
 	r.Get("/customers/{id}", s.handleGetCustomer)
 	r.Put("/customers/{id}/plan", s.handleSetCustomerPlan)
+	r.Put("/customers/{id}/name", s.handleRenameCustomer)
 	r.Get("/usage", s.handleAdminUsage)
 	if s.cfg.Billing != nil {
 		r.Get("/usage/export", s.handleUsageExport)

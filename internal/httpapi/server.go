@@ -108,6 +108,7 @@ type KeyAdmin interface {
 	GetCustomer(ctx context.Context, id int64) (keys.Customer, error)
 	ListCustomers(ctx context.Context) ([]keys.Customer, error)
 	SetCustomerPlan(ctx context.Context, id int64, plan string) (keys.Customer, error)
+	RenameCustomer(ctx context.Context, id int64, name string) (keys.Customer, error)
 }
 
 // Check is one readiness check: a name and a ping.
