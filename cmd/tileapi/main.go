@@ -58,7 +58,7 @@ Usage:
   tileapi migrate [-database-url URL]    apply the schema migrations (creates PostGIS if it may)
   tileapi load [-database-url URL] [-places CSV] [-countries GEOJSON] [-counties GEOJSON]
                                          load the bundled dataset, or your files in its formats
-  tileapi keys create|list|revoke|set-plan|set-customer|override|restrict|expire|reroll|usage|reset
+  tileapi keys create|list|show|revoke|set-plan|set-customer|override|restrict|expire|reroll|usage|reset
                                          manage API keys
   tileapi customers create|list|set-plan|rename|usage
                                          manage customers, whose keys share one budget
