@@ -57,6 +57,31 @@ func PlacesTiles(ctx context.Context, pool *pgxpool.Pool, z maptile.Zoom, seed u
 	return tiles, nil
 }
 
+// tableWritesSQL reads the rows inserted and updated in each table of $1
+// in the current schema, as PostgreSQL's statistics count them.
+const tableWritesSQL = `SELECT relname, n_tup_ins + n_tup_upd FROM pg_stat_user_tables
+WHERE schemaname = current_schema() AND relname = ANY($1)`
+
+// TableWrites returns the rows inserted and updated so far in each of
+// tables (pg_stat_user_tables). A server's backends report their counts at
+// the end of a transaction at most once a second, and when they exit:
+// read them after the servers have stopped.
+func TableWrites(ctx context.Context, pool *pgxpool.Pool, tables ...string) (map[string]int64, error) {
+	rows, err := pool.Query(ctx, tableWritesSQL, tables)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: table writes: %w", err)
+	}
+	out := map[string]int64{}
+	var (
+		table string
+		n     int64
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&table, &n}, func() error { out[table] = n; return nil }); err != nil {
+		return nil, fmt.Errorf("loadtest: table writes: %w", err)
+	}
+	return out, nil
+}
+
 // placesViewSQL shows the places as a table of their own, with one
 // geometry column, to pg_tileserv and to tileapi's table layer alike. The
 // table has two geometry columns and pg_tileserv would serve either under

@@ -1,8 +1,10 @@
 package loadtest
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -192,4 +194,68 @@ func (r *ThroughputReport) bySetupAndRoute() (setups, routes []string, stats map
 		stats[[2]string{st.Setup, st.Route}] = st
 	}
 	return setups, routes, stats
+}
+
+// WriteQuotaMarkdown writes, for the steps reps (one client count each), a
+// Markdown table of what the quota did on each setup and route: the share
+// of requests denied (429), served unmetered and refused for the quota's
+// time budget (503 quota-unavailable), and, where the setup's Redis was
+// read, its reads and commands per request, by command.
+func WriteQuotaMarkdown(w io.Writer, reps []*ThroughputReport) error {
+	var b strings.Builder
+	b.WriteString("| clients | setup | route | req/s | 429 | unmetered | budget 503 | Redis reads / req | commands / req | by command |\n")
+	b.WriteString("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	share := func(n, of int) string { return fmt.Sprintf("%.3f%%", 100*float64(n)/float64(max(of, 1))) }
+	for _, r := range reps {
+		for _, st := range r.Stats {
+			reads, total, by := "", "", ""
+			if u := st.Redis; u != nil {
+				reads, total, by = fmt.Sprintf("%.2f", u.Reads), fmt.Sprintf("%.2f", u.Total), commandList(u.Commands)
+			}
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Clients, st.Setup, st.Route, thousands(st.RPS),
+				share(st.Denied, st.Requests), share(st.Unmetered, st.Requests), share(st.Budget, st.Requests), reads, total, by)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// commandList is "evalsha 1.00, get 1.00, ...": the commands called at
+// least once in a hundred requests, the most called first.
+func commandList(calls map[string]float64) string {
+	names := slices.Collect(maps.Keys(calls))
+	slices.SortFunc(names, func(a, b string) int {
+		if c := cmp.Compare(calls[b], calls[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	var out []string
+	for _, n := range names {
+		if calls[n] >= 0.01 {
+			out = append(out, fmt.Sprintf("%s %.2f", n, calls[n]))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// RatioSummary sums up the req/s ratios of setup over versus in every
+// step of reps, route by route: their geometric mean, lowest and highest,
+// and how many there were.
+func RatioSummary(reps []*ThroughputReport, setup, versus string) (mean, lo, hi float64, n int) {
+	var logs float64
+	lo = math.Inf(1)
+	for _, r := range reps {
+		for _, x := range r.Ratios {
+			if x.Setup == setup && x.Versus == versus {
+				logs += math.Log(x.RPS)
+				lo, hi = min(lo, x.RPS), max(hi, x.RPS)
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return 0, 0, 0, 0
+	}
+	return math.Exp(logs / float64(n)), lo, hi, n
 }
