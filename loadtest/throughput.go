@@ -101,11 +101,11 @@ const (
 
 // RouteStats is what one setup did on one route.
 type RouteStats struct {
-	Setup    string        `json:"setup"`
-	Route    string        `json:"route"`
-	Requests int           `json:"requests"`
-	Errors   int           `json:"errors"` // anything but a 200
-	Other    int           `json:"other"`  // tiles the cache answered otherwise than the route says
+	Setup    string `json:"setup"`
+	Route    string `json:"route"`
+	Requests int    `json:"requests"`
+	Errors   int    `json:"errors"` // anything but a 200
+	Other    int    `json:"other"`  // tiles the cache answered otherwise than the route says
 	// Denied counts 429s: a limit or the in-flight limit of the key's plan.
 	Denied int `json:"denied"`
 	// Unmetered counts the 200s served unmetered (X-Quota-Status
@@ -116,13 +116,13 @@ type RouteStats struct {
 	Budget    int `json:"budget"`
 	// Redis is what the requests made Redis do, for a setup with
 	// Setup.Redis.
-	Redis *RedisUse `json:"redis,omitempty"`
-	Elapsed  time.Duration `json:"elapsed_ns"`
-	RPS      float64       `json:"rps"`
-	P50      time.Duration `json:"p50_ns"`
-	P95      time.Duration `json:"p95_ns"`
-	P99      time.Duration `json:"p99_ns"`
-	Max      time.Duration `json:"max_ns"`
+	Redis   *RedisUse     `json:"redis,omitempty"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	RPS     float64       `json:"rps"`
+	P50     time.Duration `json:"p50_ns"`
+	P95     time.Duration `json:"p95_ns"`
+	P99     time.Duration `json:"p99_ns"`
+	Max     time.Duration `json:"max_ns"`
 	// Bytes is the mean size of the timed responses' bodies, uncompressed.
 	Bytes float64 `json:"bytes"`
 

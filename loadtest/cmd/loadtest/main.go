@@ -163,9 +163,9 @@ func parseLimits(s string) ([]loadtest.Limit, error) {
 
 // report is what -json prints and results.json holds.
 type report struct {
-	Command    string                     `json:"command"`
-	Spatial    string                     `json:"spatial"`
-	Exactness  *loadtest.ExactnessReport  `json:"exactness,omitempty"`
+	Command   string                    `json:"command"`
+	Spatial   string                    `json:"spatial"`
+	Exactness *loadtest.ExactnessReport `json:"exactness,omitempty"`
 	// Throughput is a report a count of -throughput-clients.
 	Throughput []*loadtest.ThroughputReport `json:"throughput,omitempty"`
 	// With -spatial postgis: the checks that tileapi's places layer, its
