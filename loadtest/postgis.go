@@ -216,10 +216,10 @@ type TileCheck struct {
 func CompareTiles(ctx context.Context, a, b Setup, tiles []maptile.Tile) (*TileCheck, error) {
 	hc := newHTTPClient(1)
 	check := &TileCheck{Setups: [2]string{a.Name, b.Name}, Tiles: len(tiles)}
-	for _, t := range tiles {
+	for ti, t := range tiles {
 		var got [2][]string
 		for i, s := range []Setup{a, b} {
-			body, err := get(ctx, hc, s, s.tilePath(t))
+			body, err := get(ctx, hc, s, s.key(ti), s.tilePath(t))
 			if err != nil {
 				return nil, err
 			}
@@ -237,14 +237,14 @@ func CompareTiles(ctx context.Context, a, b Setup, tiles []maptile.Tile) (*TileC
 	return check, nil
 }
 
-// get returns the body of a 200 answer to path on s.
-func get(ctx context.Context, hc *http.Client, s Setup, path string) ([]byte, error) {
+// get returns the body of a 200 answer to path on s, asked with key.
+func get(ctx context.Context, hc *http.Client, s Setup, key, path string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path, nil)
 	if err != nil {
 		return nil, err
 	}
-	if s.Secret != "" {
-		req.Header.Set("X-API-Key", s.Secret)
+	if key != "" {
+		req.Header.Set("X-API-Key", key)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

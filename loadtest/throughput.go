@@ -22,9 +22,9 @@ type Setup struct {
 	Name   string `json:"name"`
 	URL    string `json:"url"`
 	Secret string `json:"-"`
-	// Secrets, if set, are the keys a request is sent with, drawn at
-	// random for each: a load spread over many keys on a plan customers
-	// buy, each within its limits. Secret is then the first.
+	// Secrets, if set, are the keys requests are sent with instead of
+	// Secret, drawn at random for each: a load spread over many keys on a
+	// plan customers buy, each within its limits.
 	Secrets []string `json:"-"`
 	// Redis, if set, is a client of the Redis the setup's server uses:
 	// each phase then reports what its requests made Redis do
@@ -38,10 +38,11 @@ type Setup struct {
 	Layer string `json:"layer,omitempty"`
 }
 
-// secret returns the key of a request of s.
-func (s Setup) secret(r *rand.Rand) string {
+// key returns the key of request i of s: Secret, or one of Secrets in
+// turn.
+func (s Setup) key(i int) string {
 	if len(s.Secrets) > 0 {
-		return s.Secrets[r.IntN(len(s.Secrets))]
+		return s.Secrets[i%len(s.Secrets)]
 	}
 	return s.Secret
 }
@@ -238,13 +239,13 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 		if s.foreign() {
 			continue
 		}
-		for _, h := range hits { // warm the cache
+		for i, h := range hits { // warm the cache
 			// A 503 (a quota call over its budget on a busy machine) says
 			// retry: warming only has to get each tile cached once.
-			res := do(ctx, hc, s.URL, s.Secret, request{RouteTileHit, s.tilePath(h)})
+			res := do(ctx, hc, s.URL, s.key(i), request{RouteTileHit, s.tilePath(h)})
 			for try := 0; res.Status == http.StatusServiceUnavailable && try < 5; try++ {
 				time.Sleep(100 * time.Millisecond)
-				res = do(ctx, hc, s.URL, s.Secret, request{RouteTileHit, s.tilePath(h)})
+				res = do(ctx, hc, s.URL, s.key(i), request{RouteTileHit, s.tilePath(h)})
 			}
 			if res.Status != http.StatusOK {
 				return nil, fmt.Errorf("loadtest: %s: warming %s: %d %s", s.Name, s.tilePath(h), res.Status, res.Err)
@@ -273,7 +274,7 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 			start := time.Now()
 			results := drive(ctx, c.Clients, c.Phase, most, c.Seed^missSeed^uint64(si), c.Progress, s.Name+" "+rt.name,
 				func(ctx context.Context, _ int, r *rand.Rand) Result {
-					return do(ctx, hc, s.URL, s.secret(r), request{rt.name, next(r)})
+					return do(ctx, hc, s.URL, s.key(r.Int()), request{rt.name, next(r)})
 				})
 			st := routeStats(s.Name, rt.name, cache, results, time.Since(start))
 			if s.Redis != nil {
