@@ -243,7 +243,7 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 			// A 503 (a quota call over its budget on a busy machine) says
 			// retry: warming only has to get each tile cached once.
 			res := do(ctx, hc, s.URL, s.key(i), request{RouteTileHit, s.tilePath(h)})
-			for try := 0; res.Status == http.StatusServiceUnavailable && try < 5; try++ {
+			for try := 0; res.Status == http.StatusServiceUnavailable && try < 20; try++ {
 				time.Sleep(100 * time.Millisecond)
 				res = do(ctx, hc, s.URL, s.key(i), request{RouteTileHit, s.tilePath(h)})
 			}
