@@ -5,6 +5,7 @@
 //
 //	go run ./loadtest/cmd/loadtest [-scenario exactness|throughput|all] [flags]
 //	go run ./loadtest/cmd/loadtest -scenario throughput -spatial postgis -database-url URL [-pg-tileserv BIN]
+//	go run ./loadtest/cmd/loadtest -scenario throughput -plan pro -throughput-clients 8,16,32,64 [-usage-ab]
 //
 // By default it builds tileapi and starts the servers itself, each on a
 // free loopback port with the bundled data in memory (with -spatial
