@@ -240,18 +240,24 @@ func commandList(calls map[string]float64) string {
 }
 
 // RatioSummary sums up the req/s ratios of setup over versus in every
-// step of reps, route by route: their geometric mean, lowest and highest,
-// and how many there were.
+// step of reps, route by route, whichever of the two was the baseline:
+// their geometric mean, lowest and highest, and how many there were.
 func RatioSummary(reps []*ThroughputReport, setup, versus string) (mean, lo, hi float64, n int) {
 	var logs float64
 	lo = math.Inf(1)
 	for _, r := range reps {
 		for _, x := range r.Ratios {
-			if x.Setup == setup && x.Versus == versus {
-				logs += math.Log(x.RPS)
-				lo, hi = min(lo, x.RPS), max(hi, x.RPS)
-				n++
+			ratio := x.RPS
+			switch {
+			case x.Setup == setup && x.Versus == versus:
+			case x.Setup == versus && x.Versus == setup:
+				ratio = 1 / ratio
+			default:
+				continue
 			}
+			logs += math.Log(ratio)
+			lo, hi = min(lo, ratio), max(hi, ratio)
+			n++
 		}
 	}
 	if n == 0 {

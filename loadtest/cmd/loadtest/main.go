@@ -62,7 +62,7 @@ var errFailed = errors.New("loadtest: the quota was not exact: see the table")
 type config struct {
 	scenario, redisURL, targets, adminTargets, secrets, adminToken, bin, out, limits string
 	quotaTimeout, spatial, databaseURL, tileserv, cpuProfile, plan                   string
-	instances, keys, clients, maxRequests                                            int
+	instances, keys, clients, maxRequests, rounds                                    int
 	throughputClients                                                                []int // a step each
 	duration, phase                                                                  time.Duration
 	jsonOut, usageAB                                                                 bool
@@ -95,6 +95,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	throughputClients := fs.String("throughput-clients", "8", "concurrent clients (throughput); comma-separated counts, such as 8,16,32,64, measure a step at each, one after the other")
 	fs.StringVar(&c.plan, "plan", "", "the throughput scenario's keys are on this compiled-in plan (free or pro: limits of 5 s, a minute and a month, an in-flight limit), "+
 		strconv.Itoa(planKeys)+" keys a server, a request on one drawn at random; empty: one key on a plan of the tool's that never denies")
+	fs.IntVar(&c.rounds, "rounds", 1, "the throughput scenario's steps are run this many times, the setups in the opposite order every other time, so that a ratio of two setups is of many pairs measured both ways (1-20)")
 	fs.BoolVar(&c.usageAB, "usage-ab", false, "the throughput scenario measures two servers with the quota in Redis, the usage history off (TILEAPI_USAGE=off) and on, instead of in process and in Redis")
 	fs.IntVar(&c.maxRequests, "max-requests", 1_000_000, "most requests of the exactness run, and of each throughput phase")
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "how long the exactness scenario drives the servers (at most 5m)")
@@ -122,8 +123,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	case c.instances < 1 || c.instances > 16 || c.keys < 1 || c.keys > 100 || c.clients < 1 || c.clients > 256 ||
 		c.maxRequests < 1 || c.maxRequests > 10_000_000:
 		return c, errors.New("-instances 1-16, -keys 1-100, -clients 1-256, -max-requests 1-10,000,000")
-	case (c.plan != "" || c.usageAB) && c.scenario != "throughput":
-		return c, errors.New("-plan and -usage-ab are of the throughput scenario (-scenario throughput)")
+	case (c.plan != "" || c.usageAB || c.rounds != 1) && c.scenario != "throughput":
+		return c, errors.New("-plan, -usage-ab and -rounds are of the throughput scenario (-scenario throughput)")
+	case c.rounds < 1 || c.rounds > 20:
+		return c, errors.New("-rounds 1-20")
 	case c.targets != "" && c.secrets == "":
 		return c, errors.New("-targets needs -key-secrets")
 	case c.spatial != "memory" && c.spatial != "postgis":
@@ -452,18 +455,30 @@ func throughput(ctx context.Context, c config, tmp string, rdb *redis.Client, lo
 			}
 		}
 	}
-	for i, n := range c.throughputClients {
+	steps := len(c.throughputClients) * c.rounds
+	for i := range steps {
+		round, n := i/len(c.throughputClients), c.throughputClients[i%len(c.throughputClients)]
+		order := setups
+		if round%2 == 1 {
+			// The other way round: what a setup gains from going first
+			// or second cancels out over the rounds.
+			order = slices.Clone(setups)
+			order[0], order[1] = order[1], order[0]
+		}
 		t, err := loadtest.Throughput(ctx, loadtest.ThroughputConfig{
-			Setups: setups, Clients: n, Phase: c.phase, MaxRequests: c.maxRequests,
-			Tiles: stepTiles(tiles, i, len(c.throughputClients)), TableLayer: tableLayer, Seed: rngSeed, Progress: stderr,
+			Setups: order, Clients: n, Phase: c.phase, MaxRequests: c.maxRequests,
+			Tiles: stepTiles(tiles, i, steps), TableLayer: tableLayer, Seed: rngSeed, Progress: stderr,
 		})
 		if err != nil {
 			return err
 		}
 		rep.Throughput = append(rep.Throughput, t)
 		suffix := ""
-		if len(c.throughputClients) > 1 {
+		if steps > 1 {
 			suffix = fmt.Sprintf("-%d", n)
+		}
+		if c.rounds > 1 {
+			suffix += fmt.Sprintf("-round%d", round+1)
 		}
 		if err := loadtest.PlotLatency(filepath.Join(c.out, "latency"+suffix+".png"), t); err != nil {
 			return err
@@ -528,13 +543,16 @@ func writeThroughputMarkdown(c config, rep *report) error {
 	if c.plan != "" {
 		plan = fmt.Sprintf("%d keys on the compiled-in plan %s, a request on one drawn at random", planKeys, c.plan)
 	}
-	fmt.Fprintf(md, "`go run ./loadtest/cmd/%s`: %s clients, %v a route and setup, %s, %s", rep.Command, joinInts(c.throughputClients), c.phase, plan, where)
+	fmt.Fprintf(md, "`go run ./loadtest/cmd/%s`: %s clients, %v a route and setup, %d rounds, %s, %s", rep.Command, joinInts(c.throughputClients), c.phase, c.rounds, plan, where)
 	if rep.Tileserv != "" {
 		fmt.Fprintf(md, ", pg_tileserv (`%s --version`: %q) on the same database and z%d tiles", filepath.Base(c.tileserv), rep.Tileserv, postgisZoom)
 	}
 	fmt.Fprint(md, ":\n\n")
-	for _, t := range rep.Throughput {
-		if len(rep.Throughput) > 1 {
+	for i, t := range rep.Throughput {
+		switch {
+		case c.rounds > 1:
+			fmt.Fprintf(md, "%d clients, round %d:\n\n", t.Clients, i/len(c.throughputClients)+1)
+		case len(rep.Throughput) > 1:
 			fmt.Fprintf(md, "%d clients:\n\n", t.Clients)
 		}
 		if err := loadtest.WriteThroughputMarkdown(md, t); err != nil {
@@ -552,7 +570,7 @@ func writeThroughputMarkdown(c config, rep *report) error {
 	}
 	if c.usageAB {
 		mean, lo, hi, n := loadtest.RatioSummary(rep.Throughput, "usage on", "usage off")
-		fmt.Fprintf(md, "\nUsage on over usage off, req/s: %.3fx, the geometric mean of %d ratios (a route at a client count, measured one after the other), from %.2fx to %.2fx.\n", mean, n, lo, hi)
+		fmt.Fprintf(md, "\nUsage on over usage off, req/s: %.3fx, the geometric mean of %d ratios (a route at a client count in a round, the two measured one after the other, in the opposite order every other round), from %.2fx to %.2fx.\n", mean, n, lo, hi)
 	}
 	if rep.PostgresWrites != nil {
 		var requests int
