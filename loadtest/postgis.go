@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -237,28 +238,42 @@ func CompareTiles(ctx context.Context, a, b Setup, tiles []maptile.Tile) (*TileC
 	return check, nil
 }
 
-// get returns the body of a 200 answer to path on s, asked with key.
+// get returns the body of a 200 answer to path on s, asked with key. A
+// 503 is asked again, as warming the cache does (busyTries).
 func get(ctx context.Context, hc *http.Client, s Setup, key, path string) ([]byte, error) {
+	for try := 0; ; try++ {
+		status, body, err := getOnce(ctx, hc, s, key, path)
+		switch {
+		case err != nil:
+			return nil, err
+		case status == http.StatusServiceUnavailable && try < busyTries:
+			time.Sleep(busyPause)
+		case status != http.StatusOK:
+			return nil, fmt.Errorf("loadtest: %s %s: %d: %.200s", s.Name, path, status, body)
+		default:
+			return body, nil
+		}
+	}
+}
+
+func getOnce(ctx context.Context, hc *http.Client, s Setup, key, path string) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path, nil)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	if key != "" {
 		req.Header.Set("X-API-Key", key)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("loadtest: %s: %w", s.Name, err)
+		return 0, nil, fmt.Errorf("loadtest: %s: %w", s.Name, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("loadtest: %s %s: %w", s.Name, path, err)
+		return 0, nil, fmt.Errorf("loadtest: %s %s: %w", s.Name, path, err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("loadtest: %s %s: %s: %.200s", s.Name, path, resp.Status, body)
-	}
-	return body, nil
+	return resp.StatusCode, body, nil
 }
 
 // places decodes an MVT of one layer of points into sorted lines of

@@ -243,8 +243,8 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 			// A 503 (a quota call over its budget on a busy machine) says
 			// retry: warming only has to get each tile cached once.
 			res := do(ctx, hc, s.URL, s.key(i), request{RouteTileHit, s.tilePath(h)})
-			for try := 0; res.Status == http.StatusServiceUnavailable && try < 20; try++ {
-				time.Sleep(100 * time.Millisecond)
+			for try := 0; res.Status == http.StatusServiceUnavailable && try < busyTries; try++ {
+				time.Sleep(busyPause)
 				res = do(ctx, hc, s.URL, s.key(i), request{RouteTileHit, s.tilePath(h)})
 			}
 			if res.Status != http.StatusOK {
@@ -293,6 +293,14 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 	rep.compare(c.Setups)
 	return rep, nil
 }
+
+// busyTries is how often a request outside the measured phases (warming
+// the cache, checking tiles) is asked again after a 503, busyPause apart:
+// on a busy machine a quota call can miss its time budget for a while.
+const (
+	busyTries = 20
+	busyPause = 100 * time.Millisecond
+)
 
 // HitTiles is how many tiles the hit phase repeats: the first of
 // ThroughputConfig.Tiles, when given.

@@ -543,7 +543,11 @@ func writeThroughputMarkdown(c config, rep *report) error {
 	if c.plan != "" {
 		plan = fmt.Sprintf("%d keys on the compiled-in plan %s, a request on one drawn at random", planKeys, c.plan)
 	}
-	fmt.Fprintf(md, "`go run ./loadtest/cmd/%s`: %s clients, %v a route and setup, %d rounds, %s, %s", rep.Command, joinInts(c.throughputClients), c.phase, c.rounds, plan, where)
+	rounds := ""
+	if c.rounds > 1 {
+		rounds = fmt.Sprintf(", %d rounds", c.rounds)
+	}
+	fmt.Fprintf(md, "`go run ./loadtest/cmd/%s`: %s clients, %v a route and setup%s, %s, %s", rep.Command, joinInts(c.throughputClients), c.phase, rounds, plan, where)
 	if rep.Tileserv != "" {
 		fmt.Fprintf(md, ", pg_tileserv (`%s --version`: %q) on the same database and z%d tiles", filepath.Base(c.tileserv), rep.Tileserv, postgisZoom)
 	}
