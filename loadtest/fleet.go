@@ -31,8 +31,11 @@ type FleetConfig struct {
 	// bundled data in memory.
 	DatabaseURL string
 	Instances   int
-	Plan        Plan // every key is on it
-	Keys        int
+	// Plan is the plan every key is on, written to a plans file; a Plan
+	// with no Limits names a compiled-in plan (internal/plans: free, pro),
+	// and no plans file is written.
+	Plan Plan
+	Keys int
 	// QuotaTimeout is each quota call's time budget; empty: the server's
 	// default. The servers fail closed: a request whose charge does not
 	// answer in time is a 503, never served unmetered.
@@ -43,7 +46,9 @@ type FleetConfig struct {
 	// LayersFile is the servers' layers file (TILEAPI_LAYERS_FILE), such as
 	// WriteTableLayer writes; empty: the bundled layers alone.
 	LayersFile string
-	Logs       io.Writer // the servers' output
+	// NoUsage turns the servers' usage history off (TILEAPI_USAGE=off).
+	NoUsage bool
+	Logs    io.Writer // the servers' output
 }
 
 // StartFleet starts the servers in parallel. Without a database their keys
@@ -63,16 +68,23 @@ func StartFleet(ctx context.Context, c FleetConfig) (*Fleet, error) {
 	if c.Keys < 1 || c.Keys > 9999 || c.Instances < 1 {
 		return nil, errors.New("loadtest: a fleet needs 1 to 9999 keys and an instance")
 	}
-	plans, err := WritePlans(c.Dir, c.Plan)
-	if err != nil {
-		return nil, err
+	var plans string
+	if len(c.Plan.Limits) > 0 {
+		var err error
+		if plans, err = WritePlans(c.Dir, c.Plan); err != nil {
+			return nil, err
+		}
+	}
+	usage := ""
+	if c.NoUsage {
+		usage = "off"
 	}
 	// 32 characters, the fewest tileapi takes.
 	f := &Fleet{AdminToken: randomHex() + randomHex()}
 	env := []string{
 		"REDIS_URL=" + c.RedisURL, "DATABASE_URL=" + c.DatabaseURL, "TILEAPI_PLANS_FILE=" + plans,
 		"TILEAPI_ADMIN_TOKEN=" + f.AdminToken, "TILEAPI_QUOTA_FAILURE=closed", "TILEAPI_QUOTA_TIMEOUT=" + c.QuotaTimeout,
-		"TILEAPI_REDIS_PREFIX=" + c.RedisPrefix, "TILEAPI_LAYERS_FILE=" + c.LayersFile,
+		"TILEAPI_REDIS_PREFIX=" + c.RedisPrefix, "TILEAPI_LAYERS_FILE=" + c.LayersFile, "TILEAPI_USAGE=" + usage,
 	}
 	if c.RedisPrefix != "" {
 		f.QuotaPrefix = c.RedisPrefix + "q:"

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -55,6 +56,31 @@ func PlacesTiles(ctx context.Context, pool *pgxpool.Pool, z maptile.Zoom, seed u
 	r := rand.New(rand.NewPCG(seed, 0))
 	r.Shuffle(len(tiles), func(i, j int) { tiles[i], tiles[j] = tiles[j], tiles[i] })
 	return tiles, nil
+}
+
+// tableWritesSQL reads the rows inserted and updated in each table of $1
+// in the current schema, as PostgreSQL's statistics count them.
+const tableWritesSQL = `SELECT relname, n_tup_ins + n_tup_upd FROM pg_stat_user_tables
+WHERE schemaname = current_schema() AND relname = ANY($1)`
+
+// TableWrites returns the rows inserted and updated so far in each of
+// tables (pg_stat_user_tables). A server's backends report their counts at
+// the end of a transaction at most once a second, and when they exit:
+// read them after the servers have stopped.
+func TableWrites(ctx context.Context, pool *pgxpool.Pool, tables ...string) (map[string]int64, error) {
+	rows, err := pool.Query(ctx, tableWritesSQL, tables)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: table writes: %w", err)
+	}
+	out := map[string]int64{}
+	var (
+		table string
+		n     int64
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&table, &n}, func() error { out[table] = n; return nil }); err != nil {
+		return nil, fmt.Errorf("loadtest: table writes: %w", err)
+	}
+	return out, nil
 }
 
 // placesViewSQL shows the places as a table of their own, with one
@@ -191,10 +217,10 @@ type TileCheck struct {
 func CompareTiles(ctx context.Context, a, b Setup, tiles []maptile.Tile) (*TileCheck, error) {
 	hc := newHTTPClient(1)
 	check := &TileCheck{Setups: [2]string{a.Name, b.Name}, Tiles: len(tiles)}
-	for _, t := range tiles {
+	for ti, t := range tiles {
 		var got [2][]string
 		for i, s := range []Setup{a, b} {
-			body, err := get(ctx, hc, s, s.tilePath(t))
+			body, err := get(ctx, hc, s, s.key(ti), s.tilePath(t))
 			if err != nil {
 				return nil, err
 			}
@@ -212,28 +238,42 @@ func CompareTiles(ctx context.Context, a, b Setup, tiles []maptile.Tile) (*TileC
 	return check, nil
 }
 
-// get returns the body of a 200 answer to path on s.
-func get(ctx context.Context, hc *http.Client, s Setup, path string) ([]byte, error) {
+// get returns the body of a 200 answer to path on s, asked with key. A
+// 503 is asked again, as warming the cache does (busyTries).
+func get(ctx context.Context, hc *http.Client, s Setup, key, path string) ([]byte, error) {
+	for try := 0; ; try++ {
+		status, body, err := getOnce(ctx, hc, s, key, path)
+		switch {
+		case err != nil:
+			return nil, err
+		case status == http.StatusServiceUnavailable && try < busyTries:
+			time.Sleep(busyPause)
+		case status != http.StatusOK:
+			return nil, fmt.Errorf("loadtest: %s %s: %d: %.200s", s.Name, path, status, body)
+		default:
+			return body, nil
+		}
+	}
+}
+
+func getOnce(ctx context.Context, hc *http.Client, s Setup, key, path string) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path, nil)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
-	if s.Secret != "" {
-		req.Header.Set("X-API-Key", s.Secret)
+	if key != "" {
+		req.Header.Set("X-API-Key", key)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("loadtest: %s: %w", s.Name, err)
+		return 0, nil, fmt.Errorf("loadtest: %s: %w", s.Name, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("loadtest: %s %s: %w", s.Name, path, err)
+		return 0, nil, fmt.Errorf("loadtest: %s %s: %w", s.Name, path, err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("loadtest: %s %s: %s: %.200s", s.Name, path, resp.Status, body)
-	}
-	return body, nil
+	return resp.StatusCode, body, nil
 }
 
 // places decodes an MVT of one layer of points into sorted lines of

@@ -1,8 +1,10 @@
 package loadtest
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -192,4 +194,114 @@ func (r *ThroughputReport) bySetupAndRoute() (setups, routes []string, stats map
 		stats[[2]string{st.Setup, st.Route}] = st
 	}
 	return setups, routes, stats
+}
+
+// WriteQuotaMarkdown writes, for the steps reps (one client count each), a
+// Markdown table of what the quota did on each setup and route, and on
+// each setup's routes together (RouteAll): the share of requests denied
+// (429), served unmetered and refused for the quota's time budget (503
+// quota-unavailable), and, where the setup's Redis was read, its reads and
+// commands per request, by command.
+func WriteQuotaMarkdown(w io.Writer, reps []*ThroughputReport) error {
+	var b strings.Builder
+	b.WriteString("| clients | setup | route | req/s | 429 | unmetered | budget 503 | Redis reads / req | commands / req | by command |\n")
+	b.WriteString("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	share := func(n, of int) string { return fmt.Sprintf("%.3f%%", 100*float64(n)/float64(max(of, 1))) }
+	for _, r := range reps {
+		for _, st := range append(slices.Clone(r.Stats), r.allRoutes()...) {
+			reads, total, by := "", "", ""
+			if u := st.Redis; u != nil {
+				reads, total, by = fmt.Sprintf("%.2f", u.Reads), fmt.Sprintf("%.2f", u.Total), commandList(u.Commands)
+			}
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Clients, st.Setup, st.Route, thousands(st.RPS),
+				share(st.Denied, st.Requests), share(st.Unmetered, st.Requests), share(st.Budget, st.Requests), reads, total, by)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// RouteAll names the stats of a setup's routes together.
+const RouteAll = "all routes"
+
+// allRoutes sums each tileapi setup's routes of r: its requests over the
+// time they took, its answers, and what Redis did, weighted by requests.
+func (r *ThroughputReport) allRoutes() []RouteStats {
+	var out []RouteStats
+	for _, s := range r.Stats {
+		i := slices.IndexFunc(out, func(o RouteStats) bool { return o.Setup == s.Setup })
+		if i < 0 {
+			out, i = append(out, RouteStats{Setup: s.Setup, Route: RouteAll}), len(out)
+		}
+		o := &out[i]
+		o.Requests, o.Errors, o.Elapsed = o.Requests+s.Requests, o.Errors+s.Errors, o.Elapsed+s.Elapsed
+		o.Denied, o.Unmetered, o.Budget = o.Denied+s.Denied, o.Unmetered+s.Unmetered, o.Budget+s.Budget
+		if u := s.Redis; u != nil {
+			if o.Redis == nil {
+				o.Redis = &RedisUse{Commands: map[string]float64{}}
+			}
+			n := float64(s.Requests)
+			o.Redis.Reads, o.Redis.Total = o.Redis.Reads+u.Reads*n, o.Redis.Total+u.Total*n
+			for c, calls := range u.Commands {
+				o.Redis.Commands[c] += calls * n
+			}
+		}
+	}
+	for i := range out {
+		o := &out[i]
+		o.RPS = float64(o.Requests) / o.Elapsed.Seconds()
+		if u, n := o.Redis, float64(max(o.Requests, 1)); u != nil {
+			u.Reads, u.Total = u.Reads/n, u.Total/n
+			for c := range u.Commands {
+				u.Commands[c] /= n
+			}
+		}
+	}
+	return out
+}
+
+// commandList is "evalsha 1.00, get 1.00, ...": the commands called at
+// least once in a hundred requests, the most called first.
+func commandList(calls map[string]float64) string {
+	names := slices.Collect(maps.Keys(calls))
+	slices.SortFunc(names, func(a, b string) int {
+		if c := cmp.Compare(calls[b], calls[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	var out []string
+	for _, n := range names {
+		if calls[n] >= 0.01 {
+			out = append(out, fmt.Sprintf("%s %.2f", n, calls[n]))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// RatioSummary sums up the req/s ratios of setup over versus in every
+// step of reps, route by route, whichever of the two was the baseline:
+// their geometric mean, lowest and highest, and how many there were.
+func RatioSummary(reps []*ThroughputReport, setup, versus string) (mean, lo, hi float64, n int) {
+	var logs float64
+	lo = math.Inf(1)
+	for _, r := range reps {
+		for _, x := range r.Ratios {
+			ratio := x.RPS
+			switch {
+			case x.Setup == setup && x.Versus == versus:
+			case x.Setup == versus && x.Versus == setup:
+				ratio = 1 / ratio
+			default:
+				continue
+			}
+			logs += math.Log(ratio)
+			lo, hi = min(lo, ratio), max(hi, ratio)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, 0, 0, 0
+	}
+	return math.Exp(logs / float64(n)), lo, hi, n
 }

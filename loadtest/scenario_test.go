@@ -205,3 +205,59 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// A small run of the throughput scenario with a compiled-in plan, on a
+// Redis of the test's own so that its counters are the run's alone: the
+// plan's in-flight limit shows in what Redis did, beside the tool's plan
+// without one. Each request of the pro plan must take its slot and give it
+// back (a ZREM a request), and no request of the tool's plan may.
+func TestThroughputCompiledPlan(t *testing.T) {
+	redisURL := quotatest.StartRedisServer(t).URL()
+	rdb := quotatest.NewClient(t, redisURL)
+	tool := Plan{Name: "unlimited", MaxRadius: 10_000, Limits: []Limit{{Name: "second", Window: time.Second, Max: 1 << 40}}}
+	plain := startFleet(t, FleetConfig{RedisURL: redisURL, Instances: 1, Plan: tool, Keys: 1, QuotaTimeout: "2s"})
+	pro := startFleet(t, FleetConfig{RedisURL: redisURL, Instances: 1, Plan: Plan{Name: "pro"}, Keys: 8, QuotaTimeout: "2s"})
+	var secrets []string
+	for _, k := range pro.Keys {
+		secrets = append(secrets, k.Secret)
+	}
+	rep, err := Throughput(context.Background(), ThroughputConfig{
+		Setups: []Setup{
+			{Name: "tool's plan", URL: plain.URLs()[0], Secret: plain.Keys[0].Secret, Redis: rdb},
+			{Name: "pro", URL: pro.URLs()[0], Secret: secrets[0], Secrets: secrets, Redis: rdb},
+		},
+		Clients: 2, Phase: 300 * time.Millisecond, MaxRequests: 2000, Seed: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf strings.Builder
+	if err := WriteQuotaMarkdown(&buf, []*ThroughputReport{rep}); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + buf.String())
+	if len(rep.Stats) != 8 {
+		t.Fatalf("%d route stats, want 8", len(rep.Stats))
+	}
+	for _, st := range rep.Stats {
+		u := st.Redis
+		if st.Requests == 0 || st.Errors > 0 || st.Denied+st.Budget+st.Unmetered > 0 || u == nil {
+			t.Fatalf("%s %s: %d requests, %d errors, %d denied, %d budget, %d unmetered, Redis %+v",
+				st.Setup, st.Route, st.Requests, st.Errors, st.Denied, st.Budget, st.Unmetered, u)
+		}
+		// Every request is charged by a script, in a read of Redis's.
+		if u.Reads <= 0 || u.Commands["evalsha"] < 0.9 || u.Total < u.Commands["evalsha"] {
+			t.Errorf("%s %s: %.2f reads, %.2f evalsha, %.2f commands a request: want each request charged by a script",
+				st.Setup, st.Route, u.Reads, u.Commands["evalsha"], u.Total)
+		}
+		switch zrem := u.Commands["zrem"]; {
+		case st.Setup == "pro" && zrem < 0.9:
+			t.Errorf("pro %s: %.2f ZREM a request: the in-flight slot is not released a request", st.Route, zrem)
+		case st.Setup != "pro" && zrem > 0.01:
+			t.Errorf("%s %s: %.2f ZREM a request, with no in-flight limit", st.Setup, st.Route, zrem)
+		}
+	}
+	if !strings.Contains(buf.String(), "zrem") {
+		t.Errorf("the table names no zrem:\n%s", buf.String())
+	}
+}

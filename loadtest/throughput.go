@@ -17,17 +17,34 @@ import (
 )
 
 // Setup is one server the throughput scenario measures, and the key it
-// sends (on a plan that never denies).
+// sends (on a plan that never denies, or on a plan customers buy).
 type Setup struct {
 	Name   string `json:"name"`
 	URL    string `json:"url"`
 	Secret string `json:"-"`
+	// Secrets, if set, are the keys requests are sent with instead of
+	// Secret, drawn at random for each: a load spread over many keys on a
+	// plan customers buy, each within its limits.
+	Secrets []string `json:"-"`
+	// Redis, if set, is a client of the Redis the setup's server uses:
+	// each phase then reports what its requests made Redis do
+	// (RouteStats.Redis).
+	Redis RedisInfo `json:"-"`
 	// TilePath, if set, makes this a tile server other than tileapi
 	// (pg_tileserv): only tile misses are measured on it, at this path with
 	// {z}, {x} and {y} replaced, and it is not expected to say X-Tile-Cache.
 	TilePath string `json:"tile_path,omitempty"`
 	// Layer is the tileapi layer its tile routes ask for; empty: places.
 	Layer string `json:"layer,omitempty"`
+}
+
+// key returns the key of request i of s: Secret, or one of Secrets in
+// turn.
+func (s Setup) key(i int) string {
+	if len(s.Secrets) > 0 {
+		return s.Secrets[i%len(s.Secrets)]
+	}
+	return s.Secret
 }
 
 // foreign says whether s is a tile server other than tileapi.
@@ -85,17 +102,28 @@ const (
 
 // RouteStats is what one setup did on one route.
 type RouteStats struct {
-	Setup    string        `json:"setup"`
-	Route    string        `json:"route"`
-	Requests int           `json:"requests"`
-	Errors   int           `json:"errors"` // anything but a 200
-	Other    int           `json:"other"`  // tiles the cache answered otherwise than the route says
-	Elapsed  time.Duration `json:"elapsed_ns"`
-	RPS      float64       `json:"rps"`
-	P50      time.Duration `json:"p50_ns"`
-	P95      time.Duration `json:"p95_ns"`
-	P99      time.Duration `json:"p99_ns"`
-	Max      time.Duration `json:"max_ns"`
+	Setup    string `json:"setup"`
+	Route    string `json:"route"`
+	Requests int    `json:"requests"`
+	Errors   int    `json:"errors"` // anything but a 200
+	Other    int    `json:"other"`  // tiles the cache answered otherwise than the route says
+	// Denied counts 429s: a limit or the in-flight limit of the key's plan.
+	Denied int `json:"denied"`
+	// Unmetered counts the 200s served unmetered (X-Quota-Status
+	// unmetered or unmetered-pending: a server failing open), Budget the
+	// 503s quota-unavailable (failing closed): the quota call missed its
+	// time budget (TILEAPI_QUOTA_TIMEOUT) or Redis failed.
+	Unmetered int `json:"unmetered"`
+	Budget    int `json:"budget"`
+	// Redis is what the requests made Redis do, for a setup with
+	// Setup.Redis.
+	Redis   *RedisUse     `json:"redis,omitempty"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	RPS     float64       `json:"rps"`
+	P50     time.Duration `json:"p50_ns"`
+	P95     time.Duration `json:"p95_ns"`
+	P99     time.Duration `json:"p99_ns"`
+	Max     time.Duration `json:"max_ns"`
 	// Bytes is the mean size of the timed responses' bodies, uncompressed.
 	Bytes float64 `json:"bytes"`
 
@@ -211,13 +239,13 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 		if s.foreign() {
 			continue
 		}
-		for _, h := range hits { // warm the cache
+		for i, h := range hits { // warm the cache
 			// A 503 (a quota call over its budget on a busy machine) says
 			// retry: warming only has to get each tile cached once.
-			res := do(ctx, hc, s.URL, s.Secret, request{RouteTileHit, s.tilePath(h)})
-			for try := 0; res.Status == http.StatusServiceUnavailable && try < 5; try++ {
-				time.Sleep(100 * time.Millisecond)
-				res = do(ctx, hc, s.URL, s.Secret, request{RouteTileHit, s.tilePath(h)})
+			res := do(ctx, hc, s.URL, s.key(i), request{RouteTileHit, s.tilePath(h)})
+			for try := 0; res.Status == http.StatusServiceUnavailable && try < busyTries; try++ {
+				time.Sleep(busyPause)
+				res = do(ctx, hc, s.URL, s.key(i), request{RouteTileHit, s.tilePath(h)})
 			}
 			if res.Status != http.StatusOK {
 				return nil, fmt.Errorf("loadtest: %s: warming %s: %d %s", s.Name, s.tilePath(h), res.Status, res.Err)
@@ -236,12 +264,27 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 				cache = ""
 			}
 			next, most := rt.phase(s)
+			var before redisCounters
+			if s.Redis != nil {
+				var err error
+				if before, err = readRedisCounters(ctx, s.Redis); err != nil {
+					return nil, err
+				}
+			}
 			start := time.Now()
 			results := drive(ctx, c.Clients, c.Phase, most, c.Seed^missSeed^uint64(si), c.Progress, s.Name+" "+rt.name,
 				func(ctx context.Context, _ int, r *rand.Rand) Result {
-					return do(ctx, hc, s.URL, s.Secret, request{rt.name, next(r)})
+					return do(ctx, hc, s.URL, s.key(r.Int()), request{rt.name, next(r)})
 				})
-			rep.Stats = append(rep.Stats, routeStats(s.Name, rt.name, cache, results, time.Since(start)))
+			st := routeStats(s.Name, rt.name, cache, results, time.Since(start))
+			if s.Redis != nil {
+				after, err := readRedisCounters(ctx, s.Redis)
+				if err != nil {
+					return nil, err
+				}
+				st.Redis = after.use(before, len(results))
+			}
+			rep.Stats = append(rep.Stats, st)
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -250,6 +293,14 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 	rep.compare(c.Setups)
 	return rep, nil
 }
+
+// busyTries is how often a request outside the measured phases (warming
+// the cache, checking tiles) is asked again after a 503, busyPause apart:
+// on a busy machine a quota call can miss its time budget for a while.
+const (
+	busyTries = 20
+	busyPause = 100 * time.Millisecond
+)
 
 // HitTiles is how many tiles the hit phase repeats: the first of
 // ThroughputConfig.Tiles, when given.
@@ -295,6 +346,14 @@ func (r *ThroughputReport) compare(setups []Setup) {
 func routeStats(setup, route, cache string, results []Result, elapsed time.Duration) RouteStats {
 	st := RouteStats{Setup: setup, Route: route, Requests: len(results), Elapsed: elapsed}
 	for _, r := range results {
+		switch {
+		case r.Status == http.StatusTooManyRequests:
+			st.Denied++
+		case r.Status == http.StatusServiceUnavailable && r.Code == codeUnavailable:
+			st.Budget++
+		case r.Status == http.StatusOK && (r.Quota == "unmetered" || r.Quota == "unmetered-pending"):
+			st.Unmetered++
+		}
 		switch {
 		case r.Status != http.StatusOK:
 			st.Errors++

@@ -70,6 +70,7 @@ type serveConfig struct {
 	quotaTimeout, quotaMaxWait       time.Duration
 	inFlightLease                    time.Duration
 	ledgerFlush                      time.Duration
+	usage                            bool // the usage history recorded
 	usageRetention                   time.Duration
 
 	// The keys.
@@ -187,6 +188,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	dur(&c.keyCacheTTL, "key-cache-ttl", "TILEAPI_KEY_CACHE_TTL", "5s", "how often the in-process key index reads the key store's changes: a revoked key stops working, and a plan change applies, within it")
 	dur(&c.inFlightLease, "in-flight-lease", "TILEAPI_IN_FLIGHT_LEASE", "10s", "how long an in-flight slot lasts unless renewed: a dead server's slots come free within it")
 	dur(&c.ledgerFlush, "ledger-flush", "TILEAPI_LEDGER_FLUSH", "1s", "how often each server writes its charges (with REDIS_URL and DATABASE_URL) and its usage history (with DATABASE_URL) to the usage ledger: a Redis that loses its counters loses at most this much of each server's")
+	boolean(&c.usage, "usage", "TILEAPI_USAGE", true, "record the usage history (GET /v1/usage, /admin/usage, tileapi usage): off records none, and those answer only what was recorded before; the quota and its ledger are the same either way")
 	dur(&c.usageRetention, "usage-retention", "TILEAPI_USAGE_RETENTION", "2160h", "how long the usage history keeps hours: in PostgreSQL, whole days past it are rolled up into days (kept); in process (no DATABASE_URL), hours past it are forgotten")
 	dur(&c.tileCacheTTL, "tile-cache-ttl", "TILEAPI_TILE_CACHE_TTL", "1h", "how long a rendered tile is cached")
 	dur(&c.queryTimeout, "query-timeout", "TILEAPI_QUERY_TIMEOUT", "5s", "statement timeout of a spatial query, and the bound of a key lookup")
@@ -462,7 +464,7 @@ func openData(ctx context.Context, c serveConfig, cfg *httpapi.Config, rdb redis
 		cfg.Geofence, cfg.Tiles = geofence.NewMemory(d), tiles.NewMemory(d)
 		cfg.DataVersion = "embedded"
 		hist := usagehist.NewMemory(c.usageRetention, usagehist.DefaultMaxRows, nil)
-		cfg.Usage, cfg.UsageReader = hist, hist
+		cfg.Usage, cfg.UsageReader = recorder(c, hist), hist
 		log.Info("no DATABASE_URL: serving the bundled dataset from memory; keys live in memory",
 			"places", len(d.Places), "fences", len(d.Fences), "load_time", time.Since(start).Round(time.Millisecond))
 		if err := openSources(ctx, c, cfg, nil, o, log); err != nil {
@@ -486,7 +488,7 @@ func openData(ctx context.Context, c serveConfig, cfg *httpapi.Config, rdb redis
 	cfg.Ready = append(cfg.Ready, httpapi.Check{Name: "database", Ping: pool.Ping})
 	led := ledger.New(pool, ledger.Options{FlushEvery: c.ledgerFlush, Logger: log})
 	hist := usagehist.NewPostgres(pool)
-	cfg.Usage, cfg.UsageReader = led, hist
+	cfg.Usage, cfg.UsageReader = recorder(c, led), hist
 	cfg.Billing = billing.NewPostgres(pool) // GET /admin/usage/export
 	if rdb != nil {
 		counters := quota.NewRedis(rdb, quota.WithPrefix(c.redisPrefix+"q:"), quota.WithPeriodSource(led))
@@ -511,6 +513,15 @@ func openData(ctx context.Context, c serveConfig, cfg *httpapi.Config, rdb redis
 	running.Go(func() { hist.Run(lctx, c.usageRetention, log) })
 	o.onClose(func() { stopLedger(); running.Wait() }) // the last write, before the pool closes
 	return keys.NewPostgres(pool), nil
+}
+
+// recorder is r, where the usage history is recorded, or else
+// usagehist.Discard.
+func recorder(c serveConfig, r usagehist.Recorder) usagehist.Recorder {
+	if !c.usage {
+		return usagehist.Discard
+	}
+	return r
 }
 
 // openSources sets the layers and geofence sets served: the bundled ones

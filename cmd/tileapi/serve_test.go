@@ -430,3 +430,41 @@ func TestPprofListener(t *testing.T) {
 	}
 	t.Error("the profile listener outlived its context")
 }
+
+// TILEAPI_USAGE=off records no usage history, and nothing else changes:
+// the same tile is served and charged, and /v1/usage answers, with no
+// rows; on (the default), the tile is in the history.
+func TestServeUsageOff(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		rows int
+	}{{"", 1}, {"off", 0}} {
+		t.Run("TILEAPI_USAGE="+tc.env, func(t *testing.T) {
+			in := startServe(t, map[string]string{"TILEAPI_USAGE": tc.env})
+			get := func(path string) *http.Response {
+				t.Helper()
+				req, _ := http.NewRequest(http.MethodGet, in.url+path, nil)
+				req.Header.Set("X-API-Key", "demo-free")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { resp.Body.Close() })
+				return resp
+			}
+			if resp := get("/v1/tiles/countries/1/1/0.mvt"); resp.StatusCode != http.StatusOK || resp.Header.Get("X-RateLimit-Cost") == "" {
+				t.Fatalf("tile: status %d, cost %q", resp.StatusCode, resp.Header.Get("X-RateLimit-Cost"))
+			}
+			resp := get("/v1/usage")
+			var u struct {
+				Rows []json.RawMessage `json:"rows"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&u); err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("/v1/usage: status %d, %v", resp.StatusCode, err)
+			}
+			if len(u.Rows) != tc.rows {
+				t.Errorf("/v1/usage: %d rows, want %d", len(u.Rows), tc.rows)
+			}
+		})
+	}
+}

@@ -66,6 +66,14 @@ type Recorder interface {
 	AddUsage(Row)
 }
 
+// Discard is a Recorder that keeps nothing: the usage history turned off
+// (tileapi serve -usage=false).
+var Discard Recorder = discard{}
+
+type discard struct{}
+
+func (discard) AddUsage(Row) {}
+
 // Add adds the counts of o to r.
 func (r *Row) Add(o Row) {
 	r.Requests += o.Requests

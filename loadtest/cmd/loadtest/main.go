@@ -5,6 +5,7 @@
 //
 //	go run ./loadtest/cmd/loadtest [-scenario exactness|throughput|all] [flags]
 //	go run ./loadtest/cmd/loadtest -scenario throughput -spatial postgis -database-url URL [-pg-tileserv BIN]
+//	go run ./loadtest/cmd/loadtest -scenario throughput -plan pro -throughput-clients 8,16,32,64 [-usage-ab]
 //
 // By default it builds tileapi and starts the servers itself, each on a
 // free loopback port with the bundled data in memory (with -spatial
@@ -40,6 +41,7 @@ import (
 	"github.com/paulmach/orb/maptile"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/internal/seed"
 	"github.com/tileapi/tileapi/loadtest"
 )
@@ -59,10 +61,11 @@ var errFailed = errors.New("loadtest: the quota was not exact: see the table")
 
 type config struct {
 	scenario, redisURL, targets, adminTargets, secrets, adminToken, bin, out, limits string
-	quotaTimeout, spatial, databaseURL, tileserv, cpuProfile                         string
-	instances, keys, clients, throughputClients, maxRequests                         int
+	quotaTimeout, spatial, databaseURL, tileserv, cpuProfile, plan                   string
+	instances, keys, clients, maxRequests, rounds                                    int
+	throughputClients                                                                []int // a step each
 	duration, phase                                                                  time.Duration
-	jsonOut                                                                          bool
+	jsonOut, usageAB                                                                 bool
 }
 
 func parse(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -89,7 +92,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.IntVar(&c.instances, "instances", 3, "servers to start for the exactness scenario")
 	fs.IntVar(&c.keys, "keys", 4, "keys to create for the exactness scenario")
 	fs.IntVar(&c.clients, "clients", 16, "concurrent clients per key (exactness)")
-	fs.IntVar(&c.throughputClients, "throughput-clients", 8, "concurrent clients (throughput)")
+	throughputClients := fs.String("throughput-clients", "8", "concurrent clients (throughput); comma-separated counts, such as 8,16,32,64, measure a step at each, one after the other")
+	fs.StringVar(&c.plan, "plan", "", "the throughput scenario's keys are on this compiled-in plan (free or pro: limits of 5 s, a minute and a month, an in-flight limit), "+
+		strconv.Itoa(planKeys)+" keys a server, a request on one drawn at random; empty: one key on a plan of the tool's that never denies")
+	fs.IntVar(&c.rounds, "rounds", 1, "the throughput scenario's steps are run this many times, the setups in the opposite order every other time, so that a ratio of two setups is of many pairs measured both ways (1-20)")
+	fs.BoolVar(&c.usageAB, "usage-ab", false, "the throughput scenario measures two servers with the quota in Redis, the usage history off (TILEAPI_USAGE=off) and on, instead of in process and in Redis")
 	fs.IntVar(&c.maxRequests, "max-requests", 1_000_000, "most requests of the exactness run, and of each throughput phase")
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "how long the exactness scenario drives the servers (at most 5m)")
 	fs.DurationVar(&c.phase, "phase", 5*time.Second, "how long the throughput scenario drives each route of each setup (at most 1m)")
@@ -98,14 +105,28 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	for _, f := range strings.Split(*throughputClients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 256 {
+			return c, fmt.Errorf("-throughput-clients %q: want counts from 1 to 256, comma-separated", *throughputClients)
+		}
+		c.throughputClients = append(c.throughputClients, n)
+	}
+	if c.plan != "" && (c.plan == plans.Anonymous || !slices.Contains(plans.Defaults().Names(), c.plan)) {
+		return c, fmt.Errorf("-plan %q: want a compiled-in key plan: %s", c.plan, strings.Join(slices.DeleteFunc(plans.Defaults().Names(), func(n string) bool { return n == plans.Anonymous }), ", "))
+	}
 	switch {
 	case c.scenario != "exactness" && c.scenario != "throughput" && c.scenario != "all":
 		return c, fmt.Errorf("-scenario %q: want exactness, throughput or all", c.scenario)
 	case c.duration <= 0 || c.duration > 5*time.Minute || c.phase <= 0 || c.phase > time.Minute:
 		return c, errors.New("-duration must be in (0, 5m] and -phase in (0, 1m]")
 	case c.instances < 1 || c.instances > 16 || c.keys < 1 || c.keys > 100 || c.clients < 1 || c.clients > 256 ||
-		c.throughputClients < 1 || c.throughputClients > 256 || c.maxRequests < 1 || c.maxRequests > 10_000_000:
-		return c, errors.New("-instances 1-16, -keys 1-100, -clients and -throughput-clients 1-256, -max-requests 1-10,000,000")
+		c.maxRequests < 1 || c.maxRequests > 10_000_000:
+		return c, errors.New("-instances 1-16, -keys 1-100, -clients 1-256, -max-requests 1-10,000,000")
+	case (c.plan != "" || c.usageAB || c.rounds != 1) && c.scenario != "throughput":
+		return c, errors.New("-plan, -usage-ab and -rounds are of the throughput scenario (-scenario throughput)")
+	case c.rounds < 1 || c.rounds > 20:
+		return c, errors.New("-rounds 1-20")
 	case c.targets != "" && c.secrets == "":
 		return c, errors.New("-targets needs -key-secrets")
 	case c.spatial != "memory" && c.spatial != "postgis":
@@ -146,16 +167,21 @@ func parseLimits(s string) ([]loadtest.Limit, error) {
 
 // report is what -json prints and results.json holds.
 type report struct {
-	Command    string                     `json:"command"`
-	Spatial    string                     `json:"spatial"`
-	Exactness  *loadtest.ExactnessReport  `json:"exactness,omitempty"`
-	Throughput *loadtest.ThroughputReport `json:"throughput,omitempty"`
+	Command   string                    `json:"command"`
+	Spatial   string                    `json:"spatial"`
+	Exactness *loadtest.ExactnessReport `json:"exactness,omitempty"`
+	// Throughput is a report a count of -throughput-clients.
+	Throughput []*loadtest.ThroughputReport `json:"throughput,omitempty"`
 	// With -spatial postgis: the checks that tileapi's places layer, its
 	// table layer over the same places and, with -pg-tileserv,
 	// pg_tileserv draw the same places in the hit tiles; and pg_tileserv's
 	// --version.
 	Tileserv   string                `json:"pg_tileserv,omitempty"`
 	TileChecks []*loadtest.TileCheck `json:"tile_checks,omitempty"`
+	// PostgresWrites are the rows written to the usage history
+	// (usage_hourly) and the ledger's batches (quota_ledger_batches)
+	// over a run on PostGIS, as pg_stat_user_tables counts them.
+	PostgresWrites map[string]int64 `json:"postgres_writes,omitempty"`
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -211,7 +237,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	if c.scenario != "exactness" {
-		if err := throughput(ctx, c, tmp, logs, stderr, &rep); err != nil {
+		if err := throughput(ctx, c, tmp, rdb, logs, stderr, &rep); err != nil {
 			return err
 		}
 	}
@@ -234,8 +260,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			}
 			fmt.Fprintln(stdout)
 		}
+		for _, t := range rep.Throughput {
+			fmt.Fprintf(stdout, "%d clients:\n", t.Clients)
+			if err := loadtest.WriteThroughputTable(stdout, t); err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout)
+		}
 		if rep.Throughput != nil {
-			if err := loadtest.WriteThroughputTable(stdout, rep.Throughput); err != nil {
+			if err := loadtest.WriteQuotaMarkdown(stdout, rep.Throughput); err != nil {
 				return err
 			}
 		}
@@ -290,23 +323,31 @@ func exactness(ctx context.Context, c config, limits []loadtest.Limit, rdb redis
 }
 
 // throughput measures a server with its quota in process against one with
-// its quota (and tile cache) in Redis, both on a plan that never denies;
-// with -spatial postgis, also their tile misses on a table layer over the
-// places (a view of them, declared in a layers file), and with
-// -pg-tileserv, pg_tileserv on tile misses of the same view. It fills rep and
-// writes the plots and throughput.md (the table of docs/benchmarks.md) to c.out.
-// The plan has one limit of one second: the in-process store sums its whole
-// window on every call, so a long window would slow the baseline as the
-// run fills it, and flatter Redis.
-func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Writer, rep *report) error {
+// its quota (and tile cache) in Redis (with -usage-ab, two in Redis, the
+// usage history off and on), on a plan that never denies or, with -plan,
+// on a compiled-in plan; with -spatial postgis, also their tile misses on
+// a table layer over the places (a view of them, declared in a layers
+// file), and with -pg-tileserv, pg_tileserv on tile misses of the same
+// view. Each count of -throughput-clients is a step of its own, on its own
+// share of the miss tiles. It fills rep and writes the plots and
+// throughput.md (the tables of docs/benchmarks.md) to c.out.
+// The tool's plan has one limit of one second: the in-process store sums
+// its whole window on every call, so a long window would slow the
+// baseline as the run fills it, and flatter Redis.
+func throughput(ctx context.Context, c config, tmp string, rdb *redis.Client, logs, stderr io.Writer, rep *report) error {
 	plan := loadtest.Plan{Name: "unlimited", MaxRadius: 10_000, Limits: []loadtest.Limit{
 		{Name: "second", Max: 1 << 40, Window: time.Second}, // the largest max a limit may have
 	}}
+	keys := 1
+	if c.plan != "" {
+		plan, keys = loadtest.Plan{Name: c.plan}, planKeys // no limits: the compiled-in plan
+	}
 	rngSeed := uint64(time.Now().UnixNano())
 	var databaseURL string
 	var tiles []maptile.Tile
 	var pool *pgxpool.Pool
 	var viewSchema, layersFile string
+	var writesBefore map[string]int64
 	if c.spatial == "postgis" {
 		var err error
 		if pool, err = pgxpool.New(ctx, c.databaseURL); err != nil {
@@ -330,20 +371,57 @@ func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Write
 		if layersFile, err = loadtest.WriteTableLayer(tmp, viewSchema); err != nil {
 			return err
 		}
+		if writesBefore, err = loadtest.TableWrites(ctx, pool, writtenTables...); err != nil {
+			return err
+		}
 	}
-	var setups []loadtest.Setup
-	for _, s := range []struct{ name, redisURL string }{{"in process", ""}, {"redis", c.redisURL}} {
+	type server struct {
+		name, redisURL string
+		noUsage        bool
+	}
+	servers := []server{{"in process", "", false}, {"redis", c.redisURL, false}}
+	if c.usageAB {
+		servers = []server{{"usage off", c.redisURL, true}, {"usage on", c.redisURL, false}}
+	}
+	var (
+		setups []loadtest.Setup
+		fleets []*loadtest.Fleet
+	)
+	stopFleets := func() error {
+		var errs []error
+		for _, f := range fleets {
+			errs = append(errs, f.Stop())
+		}
+		fleets = nil
+		return errors.Join(errs...)
+	}
+	defer stopFleets()
+	runID := time.Now().UnixNano()
+	for i, s := range servers {
 		dir := filepath.Join(tmp, s.name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
+		fmt.Fprintf(stderr, "starting %s (%d keys on plan %s) ...\n", s.name, keys, plan.Name)
 		f, err := loadtest.StartFleet(ctx, loadtest.FleetConfig{Bin: c.bin, Dir: dir, RedisURL: s.redisURL, DatabaseURL: databaseURL,
-			Instances: 1, Keys: 1, Plan: plan, Logs: logs, QuotaTimeout: c.quotaTimeout, LayersFile: layersFile})
+			Instances: 1, Keys: keys, Plan: plan, Logs: logs, QuotaTimeout: c.quotaTimeout, LayersFile: layersFile, NoUsage: s.noUsage,
+			// Quotas and tile caches of this server's own: two servers on
+			// one Redis neither share a key's units nor hit each other's tiles.
+			RedisPrefix: fmt.Sprintf("loadtest:%d:%d:", runID, i)})
 		if err != nil {
 			return err
 		}
-		defer f.Stop()
-		setups = append(setups, loadtest.Setup{Name: s.name, URL: f.URLs()[0], Secret: f.Keys[0].Secret})
+		fleets = append(fleets, f)
+		setup := loadtest.Setup{Name: s.name, URL: f.URLs()[0], Secret: f.Keys[0].Secret}
+		if keys > 1 {
+			for _, k := range f.Keys {
+				setup.Secrets = append(setup.Secrets, k.Secret)
+			}
+		}
+		if s.redisURL != "" {
+			setup.Redis = rdb
+		}
+		setups = append(setups, setup)
 	}
 	var tableLayer string
 	if c.spatial == "postgis" {
@@ -377,20 +455,81 @@ func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Write
 			}
 		}
 	}
-	var err error
-	rep.Throughput, err = loadtest.Throughput(ctx, loadtest.ThroughputConfig{
-		Setups: setups, Clients: c.throughputClients, Phase: c.phase, MaxRequests: c.maxRequests,
-		Tiles: tiles, TableLayer: tableLayer, Seed: rngSeed, Progress: stderr,
-	})
-	if err != nil {
+	steps := len(c.throughputClients) * c.rounds
+	for i := range steps {
+		round, n := i/len(c.throughputClients), c.throughputClients[i%len(c.throughputClients)]
+		order := setups
+		if round%2 == 1 {
+			// The other way round: what a setup gains from going first
+			// or second cancels out over the rounds.
+			order = slices.Clone(setups)
+			order[0], order[1] = order[1], order[0]
+		}
+		t, err := loadtest.Throughput(ctx, loadtest.ThroughputConfig{
+			Setups: order, Clients: n, Phase: c.phase, MaxRequests: c.maxRequests,
+			Tiles: stepTiles(tiles, i, steps), TableLayer: tableLayer, Seed: rngSeed, Progress: stderr,
+		})
+		if err != nil {
+			return err
+		}
+		rep.Throughput = append(rep.Throughput, t)
+		suffix := ""
+		if steps > 1 {
+			suffix = fmt.Sprintf("-%d", n)
+		}
+		if c.rounds > 1 {
+			suffix += fmt.Sprintf("-round%d", round+1)
+		}
+		if err := loadtest.PlotLatency(filepath.Join(c.out, "latency"+suffix+".png"), t); err != nil {
+			return err
+		}
+		if err := loadtest.PlotRPS(filepath.Join(c.out, "rps"+suffix+".png"), t); err != nil {
+			return err
+		}
+	}
+	if err := stopFleets(); err != nil {
 		return err
 	}
-	if err := loadtest.PlotLatency(filepath.Join(c.out, "latency.png"), rep.Throughput); err != nil {
-		return err
+	if pool != nil {
+		// The servers have stopped, their backends gone: what they wrote
+		// is counted.
+		time.Sleep(time.Second)
+		after, err := loadtest.TableWrites(ctx, pool, writtenTables...)
+		if err != nil {
+			return err
+		}
+		rep.PostgresWrites = map[string]int64{}
+		for _, t := range writtenTables {
+			rep.PostgresWrites[t] = after[t] - writesBefore[t]
+		}
 	}
-	if err := loadtest.PlotRPS(filepath.Join(c.out, "rps.png"), rep.Throughput); err != nil {
-		return err
+	return writeThroughputMarkdown(c, rep)
+}
+
+// writtenTables are the tables whose writes a run on PostGIS counts: the
+// usage history, and the ledger's batches, one a flush of a server.
+var writtenTables = []string{"usage_hourly", "quota_ledger_batches"}
+
+// planKeys is how many keys each server of -plan has: a load spread over
+// them stays within a compiled-in plan's limits (pro: 200 units a second
+// a key) at some ten thousand requests a second.
+const planKeys = 64
+
+// stepTiles is the share of tiles step i of n draws its misses from: the
+// hit tiles, then the i-th n-th of the rest, so no step misses a tile an
+// earlier one cached. Empty stays empty: random tiles.
+func stepTiles(tiles []maptile.Tile, i, n int) []maptile.Tile {
+	if len(tiles) <= loadtest.HitTiles {
+		return tiles
 	}
+	hits, misses := tiles[:loadtest.HitTiles], tiles[loadtest.HitTiles:]
+	share := misses[i*len(misses)/n : (i+1)*len(misses)/n]
+	return append(slices.Clip(hits), share...)
+}
+
+// writeThroughputMarkdown writes throughput.md to c.out: each step's table,
+// the quota's table and, with -usage-ab, the ratio of usage on to off.
+func writeThroughputMarkdown(c config, rep *report) error {
 	md, err := os.Create(filepath.Join(c.out, "throughput.md"))
 	if err != nil {
 		return err
@@ -400,19 +539,66 @@ func throughput(ctx context.Context, c config, tmp string, logs, stderr io.Write
 	if c.spatial == "postgis" {
 		where = fmt.Sprintf("spatial queries on PostGIS, the table layer %s over a view of the places (a layers file)", loadtest.TableLayer)
 	}
-	fmt.Fprintf(md, "`go run ./loadtest/cmd/%s`: %d clients, %v a route and setup, %s", rep.Command, c.throughputClients, c.phase, where)
+	plan := "a plan that never denies"
+	if c.plan != "" {
+		plan = fmt.Sprintf("%d keys on the compiled-in plan %s, a request on one drawn at random", planKeys, c.plan)
+	}
+	rounds := ""
+	if c.rounds > 1 {
+		rounds = fmt.Sprintf(", %d rounds", c.rounds)
+	}
+	fmt.Fprintf(md, "`go run ./loadtest/cmd/%s`: %s clients, %v a route and setup%s, %s, %s", rep.Command, joinInts(c.throughputClients), c.phase, rounds, plan, where)
 	if rep.Tileserv != "" {
 		fmt.Fprintf(md, ", pg_tileserv (`%s --version`: %q) on the same database and z%d tiles", filepath.Base(c.tileserv), rep.Tileserv, postgisZoom)
 	}
 	fmt.Fprint(md, ":\n\n")
-	if err := loadtest.WriteThroughputMarkdown(md, rep.Throughput); err != nil {
-		return err
+	for i, t := range rep.Throughput {
+		switch {
+		case c.rounds > 1:
+			fmt.Fprintf(md, "%d clients, round %d:\n\n", t.Clients, i/len(c.throughputClients)+1)
+		case len(rep.Throughput) > 1:
+			fmt.Fprintf(md, "%d clients:\n\n", t.Clients)
+		}
+		if err := loadtest.WriteThroughputMarkdown(md, t); err != nil {
+			return err
+		}
+		fmt.Fprintln(md)
 	}
 	if len(rep.TileChecks) > 0 {
-		fmt.Fprintf(md, "\nBefore the run, the %d hit tiles drew the same %d places on %s, at %s bytes a tile.\n",
+		fmt.Fprintf(md, "Before the run, the %d hit tiles drew the same %d places on %s, at %s bytes a tile.\n\n",
 			rep.TileChecks[0].Tiles, rep.TileChecks[0].Features, checkedSetups(rep.TileChecks), checkedBytes(rep.TileChecks))
 	}
+	fmt.Fprint(md, "The quota: the share of requests denied, served unmetered and refused for the quota's time budget, and in Redis its read events (round trips) and commands per request, a script's own commands counted (INFO stats and commandstats, the whole server's):\n\n")
+	if err := loadtest.WriteQuotaMarkdown(md, rep.Throughput); err != nil {
+		return err
+	}
+	if c.usageAB {
+		mean, lo, hi, n := loadtest.RatioSummary(rep.Throughput, "usage on", "usage off")
+		fmt.Fprintf(md, "\nUsage on over usage off, req/s: %.3fx, the geometric mean of %d ratios (a route at a client count in a round, the two measured one after the other, in the opposite order every other round), from %.2fx to %.2fx.\n", mean, n, lo, hi)
+	}
+	if rep.PostgresWrites != nil {
+		var requests int
+		for _, t := range rep.Throughput {
+			for _, st := range t.Stats {
+				requests += st.Requests
+			}
+		}
+		fmt.Fprintf(md, "\nPostgreSQL rows written over the run (pg_stat_user_tables, read after the servers stopped), for %d requests on every setup: %d to usage_hourly, %d ledger batches (a flush of a server that had something to write, each one transaction).\n",
+			requests, rep.PostgresWrites["usage_hourly"], rep.PostgresWrites["quota_ledger_batches"])
+	}
 	return md.Close()
+}
+
+// joinInts is "8, 16 and 32".
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
 // postgisZoom is the zoom of the places tiles a run on PostGIS draws: the
