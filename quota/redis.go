@@ -551,8 +551,11 @@ func (r *Redis) RaisePeriods(ctx context.Context, periods map[string][]PeriodUni
 		return 0, nil
 	}
 	life := strconv.FormatInt(raisedLife.Milliseconds(), 10)
-	pipe := r.client.Pipeline()
-	cmds := make([]*redis.Cmd, 0, len(periods))
+	type raise struct {
+		keys []string
+		args []any
+	}
+	raises := make([]raise, 0, len(periods))
 	for identity, ps := range periods {
 		packed := make([]byte, 0, 16*len(ps))
 		args := make([]any, 2, 2+len(ps))
@@ -562,12 +565,29 @@ func (r *Redis) RaisePeriods(ctx context.Context, periods map[string][]PeriodUni
 			args = append(args, p.Limit)
 		}
 		args[0], args[1] = string(packed), life
-		// EVAL, not EVALSHA: a pipeline does not fall back on NOSCRIPT, and
-		// this runs behind the requests, once a flush.
-		cmds = append(cmds, raiseScript.Eval(ctx, pipe, []string{r.countersKey(identity)}, args...))
+		raises = append(raises, raise{[]string{r.countersKey(identity)}, args})
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, fmt.Errorf("quota: raise: %w", err)
+	// One pipeline of EVALSHA, as the charge sends: a pipeline does not
+	// fall back on NOSCRIPT by itself, so a server without the script (one
+	// restarted, or a cluster node new to it) gets it loaded and the
+	// pipeline sent again. A raise is idempotent: to at least the totals.
+	var cmds []*redis.Cmd
+	for try := 0; ; try++ {
+		pipe := r.client.Pipeline()
+		cmds = cmds[:0]
+		for _, rs := range raises {
+			cmds = append(cmds, raiseScript.EvalSha(ctx, pipe, rs.keys, rs.args...))
+		}
+		_, err := pipe.Exec(ctx)
+		if err == nil {
+			break
+		}
+		if try > 0 || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return 0, fmt.Errorf("quota: raise: %w", err)
+		}
+		if err := raiseScript.Load(ctx, r.client).Err(); err != nil {
+			return 0, fmt.Errorf("quota: raise: load the script: %w", err)
+		}
 	}
 	raised := 0
 	for _, c := range cmds {

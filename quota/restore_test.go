@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // bookSource is a PeriodSource kept in the test: the units each identity
@@ -195,5 +197,32 @@ func TestRaisePeriods(t *testing.T) {
 				t.Errorf("b's month restored to %d, want 20", used(d)[1])
 			}
 		})
+	}
+}
+
+// The raise goes by EVALSHA in one pipeline; on a server that has not
+// seen the script (new, or restarted) it is loaded and the raise made.
+func TestRaisePeriodsLoadsTheScript(t *testing.T) {
+	srv := quotatest.StartRedisServer(t)
+	c := quotatest.NewClient(t, srv.URL())
+	s := NewRedis(c)
+	ctx := context.Background()
+	p := mustPlan(t, "monthly", PerSecond(1000), PerMonth(100))
+	start, _ := Month.Bounds(time.Now(), time.UTC)
+	month := PeriodKey{Limit: "month", Start: start}
+	for i, units := range []int64{20, 30} {
+		if i == 1 {
+			srv.Stop() // a restart forgets the scripts and, here, the counters
+			if err := srv.Start(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, err := s.RaisePeriods(ctx, map[string][]PeriodUnits{"a": {{PeriodKey: month, Units: units}}})
+		if err != nil || n != 1 {
+			t.Fatalf("raise %d on a server without the script: %d raised, %v", i, n, err)
+		}
+		if got := used(peek(t, s, "a", p))[1]; got != units {
+			t.Errorf("raise %d: the month is %d, want %d", i, got, units)
+		}
 	}
 }

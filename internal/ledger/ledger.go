@@ -206,18 +206,18 @@ func (l *Ledger) Run(ctx context.Context) {
 	}
 }
 
-// Flush writes every batch recorded so far: first a batch that failed
-// before, with its id, then what was recorded since. A batch is applied
-// once, however often it is sent.
+// Flush writes every batch recorded before it began: first a batch that
+// failed before, with its id, then what was recorded since. What is
+// recorded while they are written waits for the next flush: under load a
+// flush that went on until nothing was pending would write batch after
+// batch, a few rows each, where one a FlushEvery would do. A batch is
+// applied once, however often it is sent.
 func (l *Ledger) Flush(ctx context.Context) error {
 	start := time.Now()
 	for {
-		b := l.next()
+		b, retried := l.next()
 		if b == nil {
-			l.mu.Lock()
-			l.stats.Written = start
-			l.mu.Unlock()
-			return nil
+			break
 		}
 		totals, err := l.write(ctx, b)
 		l.mu.Lock()
@@ -235,7 +235,14 @@ func (l *Ledger) Flush(ctx context.Context) error {
 			// Not retried: the rows are raised again when next written.
 			l.opt.Logger.Warn("ledger: raising Redis's counters to the ledger failed", "err", err)
 		}
+		if !retried {
+			break // what was pending at the start is written
+		}
 	}
+	l.mu.Lock()
+	l.stats.Written = start
+	l.mu.Unlock()
+	return nil
 }
 
 // raise raises the counters in Redis to the totals a write returned.
@@ -250,22 +257,22 @@ func (l *Ledger) raise(ctx context.Context, totals map[string][]quota.PeriodUnit
 	return err
 }
 
-// next returns the batch to write: the one to retry, or else what is
-// pending, given a new id; nil when there is nothing.
-func (l *Ledger) next() *batch {
+// next returns the batch to write: the one to retry (retried), or else
+// what is pending, given a new id; nil when there is nothing.
+func (l *Ledger) next() (*batch, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if b := l.retry; b != nil {
 		l.retry = nil
-		return b
+		return b, true
 	}
 	if len(l.pending) == 0 && len(l.usage) == 0 {
-		return nil
+		return nil, false
 	}
 	b := &batch{id: newID(), units: l.pending, usage: l.usage}
 	l.pending = make(map[row]int64, len(b.units))
 	l.usage = make(map[usage.Key]usage.Row, len(b.usage))
-	return b
+	return b, false
 }
 
 const (

@@ -471,7 +471,7 @@ func TestUsageWrittenOnce(t *testing.T) {
 		}
 		return n, settled
 	}
-	b := l.next()
+	b, _ := l.next()
 	for range 2 { // the retry after a lost answer
 		if _, err := l.write(ctx, b); err != nil {
 			t.Fatal(err)
@@ -500,5 +500,52 @@ func TestUsageWrittenOnce(t *testing.T) {
 	}
 	if n, u := requests(); n != 3 || u != 21 || keyID != 1 || customer != nil {
 		t.Errorf("after the retry: %d requests, %d units, key %d, customer %v; want 3, 21, 1, NULL", n, u, keyID, customer)
+	}
+}
+
+// A flush writes what was recorded before it began, in one batch, however
+// busy the recorders are meanwhile: under load, the writes stay one a
+// FlushEvery rather than a batch after another of a few rows each.
+func TestFlushWritesOneBatchUnderLoad(t *testing.T) {
+	pool := spatialtest.Migrated(t)
+	l := New(pool, Options{})
+	hour := usage.Hour(time.Now())
+	l.AddUsage(usage.Row{Identity: "key:1", KeyID: 1, Start: hour, Route: "tiles", Layer: "roads", Requests: 1, Charged: 10})
+	done := make(chan struct{})
+	recorded := make(chan int64)
+	go func() {
+		var n int64
+		defer func() { recorded <- n }()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			l.AddUsage(usage.Row{Identity: "key:2", KeyID: 2, Start: hour, Route: "tiles", Layer: "roads", Requests: 1, Charged: 1})
+			n++
+			if n%64 == 0 {
+				time.Sleep(time.Millisecond) // let the flush's writes interleave
+			}
+		}
+	}()
+	if err := l.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	close(done)
+	n := <-recorded
+	if s := l.Stats(); s.Batches != 1 {
+		t.Errorf("one flush with recorders busy wrote %d batches, want 1", s.Batches)
+	}
+	// What was recorded meanwhile is written by the next flush.
+	if err := l.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var requests int64
+	if err := pool.QueryRow(context.Background(), `SELECT sum(requests) FROM usage_hourly`).Scan(&requests); err != nil {
+		t.Fatal(err)
+	}
+	if requests != n+1 {
+		t.Errorf("%d requests written, want %d", requests, n+1)
 	}
 }
