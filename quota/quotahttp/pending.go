@@ -252,9 +252,10 @@ func (g *Gate) settleOnce(o owed, old bool) bool {
 		return true
 	}
 	var settled bool
+	var lowered quota.Receipt
 	err := g.call(o.r.Context(), func(ctx context.Context) error {
 		var err error
-		_, settled, err = g.store.Settle(ctx, rc, o.actual)
+		lowered, settled, err = g.store.Settle(ctx, rc, o.actual)
 		return err
 	})
 	switch {
@@ -264,6 +265,8 @@ func (g *Gate) settleOnce(o owed, old bool) bool {
 		return false // tried again
 	case !settled:
 		e.Units = 0 // settled or refunded already
+	default:
+		e.Overage = rc.Overage() - lowered.Overage()
 	}
 	g.observe(o.r, e)
 	return true
