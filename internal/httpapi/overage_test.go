@@ -73,8 +73,8 @@ func TestOverageTwoServers(t *testing.T) {
 	}
 	var u usage
 	decode(t, b.get(t, "/v1/quota", "X-API-Key", payg), http.StatusOK, &u)
-	if m := u.Limits[1]; m.Name != "month" || m.Used != 265 || m.Remaining != 0 {
-		t.Errorf("the month: %+v, want 265 used, 0 remaining", m)
+	if m := u.Limits[1]; m.Name != "month" || m.Used != 265 || m.Remaining != 0 || !m.Overage {
+		t.Errorf("the month: %+v, want 265 used, 0 remaining, a soft cap", m)
 	}
 	for i := range 15 {
 		want := http.StatusOK
