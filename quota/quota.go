@@ -127,10 +127,11 @@ func NewPlan(name string, limits ...Limit) (Plan, error) {
 // window (the log that receipts name charges in), names that are unique
 // tokens, maxima in [1, MaxUnits], windows of a whole number of
 // milliseconds, at least one, and periods of a day or a month (without a
-// window), soft only if a period; and at most MaxShared Shared identities, each distinct and not
-// empty, under a valid plan without Shared identities of its own, whose
-// limits' names appear in no other plan of the charge (a decision names
-// its limits by name). Its errors match ErrInvalid.
+// window), the only limits that may be soft; and at most MaxShared Shared
+// identities, each distinct and not empty, under a valid plan without
+// Shared identities of its own, whose limits' names appear in no other
+// plan of the charge (a decision names its limits by name). Its errors
+// match ErrInvalid.
 func (p Plan) Validate() error {
 	if err := p.validateOwn(); err != nil {
 		return err
