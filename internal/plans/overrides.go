@@ -62,10 +62,10 @@ func ParseOverrides(b []byte) (Overrides, error) {
 // With returns p changed by o, validated by quota.NewPlan: the quota plan
 // keeps p's name, time zone, history and the order of its limits, and a
 // limit of o with a new name comes after them. The limits p lets go into
-// overage still do, under a new max too, unless o says which do. A window longer than p's
-// history is refused: the key's charges would outlast what its other plans
-// keep. A bad override is a *param.Error naming it, for example
-// "limits[1].window".
+// overage still do, under a new max too, unless o says which do. A window
+// longer than p's history is refused: the key's charges would outlast
+// what its other plans keep. A bad override is a *param.Error naming it,
+// for example "limits[1].window" or "overage".
 func (p Plan) With(o Overrides) (Plan, error) {
 	if o.IsZero() {
 		return p, nil
