@@ -67,7 +67,7 @@ func (s *Server) observeUsage(r *http.Request, e quotahttp.Event) {
 		// store, with no event (lowerTile).
 		row.Charged, row.Overage = e.Decision.Receipt.Cost(), e.Decision.Receipt.Overage()
 	case quotahttp.EventChargeApplied:
-		row.Charged = e.Units
+		row.Charged, row.Overage = e.Units, e.Overage
 	case quotahttp.EventRefunded, quotahttp.EventSettled:
 		// The overage as settled: what a give-back takes off it.
 		row.GivenBack, row.Overage = e.Units, -e.Overage

@@ -224,9 +224,10 @@ func (g *Gate) attempt(o owed) bool {
 		return true
 	}
 	var made bool
+	var d quota.Decision
 	err := g.call(o.r.Context(), func(ctx context.Context) error {
 		var err error
-		_, made, err = g.overdraft.ChargeOverdraft(ctx, o.m.Identity, o.m.Plan, o.cost, o.id)
+		d, made, err = g.overdraft.ChargeOverdraft(ctx, o.m.Identity, o.m.Plan, o.cost, o.id)
 		return err
 	})
 	switch {
@@ -236,6 +237,8 @@ func (g *Gate) attempt(o owed) bool {
 		e.Kind, e.Units, e.Err = EventChargeRetryFailed, 0, err
 	case !made:
 		e.Units = 0 // an earlier try was made, its answer lost
+	default:
+		e.Overage = d.Receipt.Overage()
 	}
 	g.observe(o.r, e)
 	return e.Kind != EventChargeRetryFailed

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tileapi/tileapi/quota"
 	"github.com/tileapi/tileapi/quota/quotahttp"
+	"github.com/tileapi/tileapi/quota/quotatest"
 )
 
 // A request admitted past a soft month is served as overage: said in
@@ -64,5 +65,42 @@ func TestSoftLimitOverage(t *testing.T) {
 				t.Errorf("step %d: settled %d units, %d past the month; want %d", i, e.Units, e.Overage, s.overage)
 			}
 		}
+	}
+}
+
+// Requests served while Redis hangs, charged once it answers again, count
+// past a soft day as overage too: the units the applied charges say went
+// past it add up to what the day counts past its max, and the day still
+// admits what follows, as overage.
+func TestPendingChargesPastASoftLimit(t *testing.T) {
+	plan := mustPlan(t, quota.PerMinute(100), quota.Limit{Name: "day", Max: 6, Period: quota.Day, Soft: true})
+	srv := quotatest.StartRedisServer(t)
+	rig := newPendingRig(t, srv.Addr, srv.Addr, plan)
+	for range 2 {
+		if code, status := rig.serve(t, "/", 1); code != 200 || status != "charged" {
+			t.Fatalf("before the fault: %d %s", code, status)
+		}
+	}
+	srv.Hang(t)
+	for _, cost := range []int64{1, 2, 1, 2, 1, 2} {
+		if code, status := rig.serve(t, "/", cost); code != 200 || status != "unmetered-pending" {
+			t.Fatalf("Redis hung: %d %s, want 200 unmetered-pending", code, status)
+		}
+	}
+	srv.Resume()
+	rig.settled(t)
+	var overage int64
+	rig.mu.Lock()
+	for _, e := range rig.events {
+		if e.Kind == quotahttp.EventChargeApplied {
+			overage += e.Overage
+		}
+	}
+	rig.mu.Unlock()
+	if u := rig.used(t); u[1] != 11 || overage != 11-6 {
+		t.Errorf("the day counts %d, the applied charges %d past it; want 11 and 5", u[1], overage)
+	}
+	if code, status := rig.serve(t, "/", 1); code != 200 || status != "overage" {
+		t.Errorf("a request after them: %d %s, want 200 overage", code, status)
 	}
 }
