@@ -13,10 +13,11 @@ type limitUsage struct{ used, oldest, freeAt int64 }
 
 // periodUsage is the usage of period limit l with used units counted in a
 // period that ends at end, after a charge of cost that was admitted or not
-// (when not, and it does not fit, it fits once the period is over).
+// (when not, and it does not fit, it fits once the period is over; a
+// soft limit always fits).
 func periodUsage(l Limit, used, end, cost int64, admitted bool) limitUsage {
 	u := limitUsage{used: used, oldest: end, freeAt: -1}
-	if !admitted && used+cost > l.Max {
+	if !admitted && !l.Soft && used+cost > l.Max {
 		u.freeAt = end
 	}
 	return u
@@ -39,12 +40,16 @@ type partOutcome struct {
 func decide(identity string, plan Plan, cost int64, allowed bool, now int64, raw []limitUsage, parts []partOutcome) Decision {
 	d := Decision{Allowed: allowed, Cost: cost, Limits: make([]LimitState, len(raw))}
 	var freeAt int64 = -1
+	var overage int64 // the most units of cost past a soft limit
 	i := 0
 	for k := range parts {
 		for _, l := range plan.partPlan(k).Limits {
 			d.Limits[i] = newLimitState(l, raw[i].used, raw[i].oldest, now)
 			if raw[i].freeAt > freeAt {
 				freeAt, d.Binding = raw[i].freeAt, i
+			}
+			if l.Soft {
+				overage = max(overage, min(cost, raw[i].used-l.Max))
 			}
 			i++
 		}
@@ -61,6 +66,7 @@ func decide(identity string, plan Plan, cost int64, allowed bool, now int64, raw
 		return Receipt{identity: plan.partIdentity(identity, k), index: parts[k].index, at: now, cost: cost, periods: parts[k].marks}
 	}
 	d.Receipt = receipt(0)
+	d.Receipt.overage = overage // an admitted charge's use includes its cost
 	if len(parts) > 1 {
 		d.Receipt.shared = new(sharedReceipts)
 		for k := 1; k < len(parts); k++ {
@@ -81,10 +87,13 @@ func newLimitState(l Limit, used, oldest, now int64) LimitState {
 	return s
 }
 
+// leastRemaining returns the index of the limit with the least remaining
+// of those that can refuse: a soft limit never does, and every plan has a
+// sliding window, which can.
 func leastRemaining(ls []LimitState) int {
-	b := 0
+	b := -1
 	for i, s := range ls {
-		if s.Remaining < ls[b].Remaining {
+		if !s.Limit.Soft && (b < 0 || s.Remaining < ls[b].Remaining) {
 			b = i
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -83,6 +84,21 @@ func TestDifferentialRedisVersusMemory(t *testing.T) {
 		}
 		keys := []string{Member("g", "key:0"), Member("g", "key:1"), Member("g", "key:2"), Member("g", "key:3")}
 		differential(t, 12, plans, keys, acrossDays)
+	})
+	// Soft days and months, a key's own and its customer's: admitted past
+	// their max, the units past it alike in every store's receipts.
+	t.Run("soft", func(t *testing.T) {
+		customer := mustPlan(t, "customer", Limit{Name: "customer.w", Max: 35, Window: 3 * time.Second},
+			Limit{Name: "customer.day", Max: 90, Period: Day, Soft: true})
+		soft := func(l Limit) Limit { l.Soft = true; return l }
+		sharing := func(p Plan, shared ...Shared) Plan { p.Shared = shared; return p }
+		plans := []Plan{
+			mustPlan(t, "soft-day", Limit{Name: "w", Max: 20, Window: 3 * time.Second}, soft(PerDay(60))),
+			mustPlan(t, "soft-month", Limit{Name: "burst", Max: 10, Window: time.Second}, soft(PerMonth(300)), PerDay(80)),
+			sharing(mustPlan(t, "k-soft", Limit{Name: "x", Max: 30, Window: 10 * time.Second}, soft(PerDay(40))), Shared{"g", customer}),
+		}
+		keys := []string{Member("g", "key:0"), Member("g", "key:1"), Member("g", "key:2"), Member("g", "key:3")}
+		differential(t, 13, plans, keys, acrossDays)
 	})
 	t.Run("large", func(t *testing.T) {
 		large := []Plan{
@@ -167,9 +183,13 @@ func differential(t *testing.T, seed uint64, plans []Plan, ids []string, advance
 				}
 				if i == 0 {
 					seen[fmt.Sprintf("allowed=%v", d.Allowed)]++
+					if d.Receipt.Overage() > 0 {
+						seen["overage"]++
+					}
 				}
+				overage := d.Receipt.Overage()
 				d.Receipt = Receipt{} // members differ once a Redis key has expired in real time
-				res = d
+				res = fmt.Sprintf("%+v overage=%d", d, overage)
 			case op < 16:
 				res, err = fx.store.Peek(ctx, id, plan)
 			case refIdx >= 0 && op < 18:
@@ -186,10 +206,10 @@ func differential(t *testing.T, seed uint64, plans []Plan, ids []string, advance
 				if ok && !rc.IsZero() {
 					receipts[i][refIdx] = rc
 				}
+				res = fmt.Sprintf("%v overage=%d", ok, rc.Overage())
 				if i == 0 {
 					seen[fmt.Sprintf("settled=%v", ok)]++
 				}
-				res = ok
 			case op == 19 && rng.IntN(10) == 0:
 				err = fx.store.Reset(ctx, id)
 			}
@@ -207,5 +227,10 @@ func differential(t *testing.T, seed uint64, plans []Plan, ids []string, advance
 		if seen[k] < 10 {
 			t.Errorf("only %d steps with %s: the sequence does not exercise it", seen[k], k)
 		}
+	}
+	if soft := slices.ContainsFunc(plans, func(p Plan) bool {
+		return slices.ContainsFunc(p.Limits, func(l Limit) bool { return l.Soft })
+	}); soft && seen["overage"] < 10 {
+		t.Errorf("only %d charges past a soft limit: the sequence does not exercise it", seen["overage"])
 	}
 }

@@ -53,6 +53,27 @@ func ExampleMemory_Charge_weighted() {
 	// cost 25: allowed=false burst used=50 minute used=50
 }
 
+// A soft month (pay as you go) admits what the plan's window admits past
+// its max, counted: the receipt says how many units of a charge went past
+// it, and the month's remaining stays 0. The minute still refuses.
+func ExampleReceipt_Overage() {
+	store := quota.NewMemory(nil)
+	plan, _ := quota.NewPlan("payg",
+		quota.PerMinute(100),
+		quota.Limit{Name: "month", Max: 50, Period: quota.Month, Soft: true})
+
+	for _, cost := range []int64{40, 20, 20, 30} {
+		d, _ := store.Charge(context.Background(), "api-key-1", plan, cost)
+		month := d.Limits[1]
+		fmt.Printf("cost %d: allowed=%v month used=%d remaining=%d overage=%d\n", cost, d.Allowed, month.Used, month.Remaining, d.Receipt.Overage())
+	}
+	// Output:
+	// cost 40: allowed=true month used=40 remaining=10 overage=0
+	// cost 20: allowed=true month used=60 remaining=0 overage=10
+	// cost 20: allowed=true month used=80 remaining=0 overage=20
+	// cost 30: allowed=false month used=80 remaining=0 overage=0
+}
+
 // A cost that no state of the plan could ever admit is an error, not a
 // denial: there is no time worth retrying at.
 func ExampleTooCostlyError() {

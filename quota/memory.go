@@ -282,7 +282,8 @@ func (lg *memLog) admit(plan Plan, sliding []int, keep, now, cost int64, raw []l
 }
 
 // periodCounts returns identity's counter of each calendar period of plan
-// at now (clock, in the plan's time zone), and whether cost fits in all.
+// at now (clock, in the plan's time zone), and whether cost fits in all
+// (a soft one always does).
 func (s *memShard) periodCounts(identity string, plan Plan, periods []int, clock time.Time, now, cost int64) ([]memCounter, bool) {
 	counts := make([]memCounter, len(periods))
 	fits := true
@@ -293,7 +294,7 @@ func (s *memShard) periodCounts(identity string, plan Plan, periods []int, clock
 		if c, ok := s.counters[identity][l.Name]; ok && c.start == start {
 			counts[k].used = c.used
 		}
-		fits = fits && counts[k].used+cost <= l.Max
+		fits = fits && (l.Soft || counts[k].used+cost <= l.Max)
 	}
 	return counts, fits
 }

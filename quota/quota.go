@@ -42,6 +42,12 @@ type Limit struct {
 	// Period, when set, makes the limit count in calendar periods (a day,
 	// a month) in the plan's Location instead of a sliding Window.
 	Period Period
+	// Soft, for a Period limit only, makes Max a soft cap: the limit
+	// refuses nothing, and a charge that takes its count past Max is
+	// admitted (if the plan's other limits admit it) and counted, the
+	// units past Max being overage (Receipt.Overage). Used then exceeds
+	// Max, and Remaining stays 0.
+	Soft bool
 }
 
 // PerSecond returns a limit named "second" of max units per second.
@@ -54,8 +60,11 @@ func PerMinute(max int64) Limit { return Limit{Name: "minute", Max: max, Window:
 func PerHour(max int64) Limit { return Limit{Name: "hour", Max: max, Window: time.Hour} }
 
 // String reads like prose: "300 per 1m0s (minute)", "100000 per month
-// (month)".
+// (month)", "100000 per month (month, soft)".
 func (l Limit) String() string {
+	if l.Soft {
+		return fmt.Sprintf("%d per %s (%s, soft)", l.Max, l.Period, l.Name)
+	}
 	if l.Period != Sliding {
 		return fmt.Sprintf("%d per %s (%s)", l.Max, l.Period, l.Name)
 	}
@@ -118,10 +127,11 @@ func NewPlan(name string, limits ...Limit) (Plan, error) {
 // window (the log that receipts name charges in), names that are unique
 // tokens, maxima in [1, MaxUnits], windows of a whole number of
 // milliseconds, at least one, and periods of a day or a month (without a
-// window); and at most MaxShared Shared identities, each distinct and not
-// empty, under a valid plan without Shared identities of its own, whose
-// limits' names appear in no other plan of the charge (a decision names
-// its limits by name). Its errors match ErrInvalid.
+// window), the only limits that may be soft; and at most MaxShared Shared
+// identities, each distinct and not empty, under a valid plan without
+// Shared identities of its own, whose limits' names appear in no other
+// plan of the charge (a decision names its limits by name). Its errors
+// match ErrInvalid.
 func (p Plan) Validate() error {
 	if err := p.validateOwn(); err != nil {
 		return err
@@ -197,6 +207,8 @@ func (p Plan) validateOwn() error {
 			return bad("window", "a %s limit has no window", l.Period)
 		case l.Period == Sliding && (l.Window < time.Millisecond || l.Window%time.Millisecond != 0):
 			return bad("window", "%s is not a whole number of milliseconds, at least one", l.Window)
+		case l.Soft && l.Period == Sliding:
+			return bad("soft", "a sliding window cannot be soft: only a day or month limit goes on past its max as overage")
 		}
 		if l.Period == Sliding {
 			sliding++
@@ -243,13 +255,15 @@ func (p Plan) keep() time.Duration { return max(p.History, p.longestWindow()) }
 func (p Plan) historyWindow() bool { return p.History > p.longestWindow() }
 
 // MaxCost is the largest cost the plan can ever admit: the smallest maximum
-// of its limits and of its Shared plans' limits. A costlier charge is
-// refused with ErrTooCostly.
+// of its limits and of its Shared plans' limits, leaving out soft ones,
+// which refuse nothing. A costlier charge is refused with ErrTooCostly.
 func (p Plan) MaxCost() int64 {
-	m := p.Limits[0].Max
+	m := int64(MaxUnits)
 	for k := range p.parts() {
 		for _, l := range p.partPlan(k).Limits {
-			m = min(m, l.Max)
+			if !l.Soft {
+				m = min(m, l.Max)
+			}
 		}
 	}
 	return m
@@ -299,7 +313,7 @@ func checkCharge(identity string, p Plan, cost int64) error {
 	}
 	for k := range p.parts() {
 		for _, l := range p.partPlan(k).Limits {
-			if cost > l.Max {
+			if cost > l.Max && !l.Soft {
 				return &TooCostlyError{Plan: p, Cost: cost, Limit: l}
 			}
 		}
@@ -341,7 +355,8 @@ type Decision struct {
 	Limits []LimitState
 	// Binding is the index in Limits of the limit that decided: for a denial,
 	// the violated limit that frees last; otherwise the one with the least
-	// remaining.
+	// remaining of those that can refuse (not soft): the one that refuses
+	// first.
 	Binding int
 	// RetryAfter is, for a denial, the earliest time after which the same
 	// cost fits in every limit, absent other traffic: a retry then is
@@ -354,7 +369,8 @@ type Decision struct {
 // LimitState is the usage of one limit.
 type LimitState struct {
 	Limit Limit
-	// Used is the total cost admitted in the trailing window.
+	// Used is the total cost admitted in the trailing window; above Max
+	// for a soft limit in overage (or after an overdraft charge).
 	Used int64
 	// Remaining is Max - Used, never below zero.
 	Remaining int64
@@ -375,7 +391,7 @@ func (d Decision) Given(units int64) Decision {
 	for i := range d.Limits {
 		l := &d.Limits[i]
 		l.Used = max(l.Used-units, 0)
-		l.Remaining = min(l.Remaining+units, l.Limit.Max)
+		l.Remaining = max(l.Limit.Max-l.Used, 0) // still 0 for a limit left past its max
 	}
 	d.Cost -= units
 	return d
@@ -390,6 +406,7 @@ type Receipt struct {
 	index    int64 // the charge's record, counted since the identity's log began
 	at       int64 // admit time, microseconds since the Unix epoch
 	cost     int64
+	overage  int64 // the units of cost past a soft limit; the charged identity's receipt's only
 	// periods are the calendar periods it was counted in, nil for none:
 	// behind a pointer, so a Receipt stays small (it is copied with every
 	// Decision) and comparable.
@@ -437,8 +454,10 @@ func (r Receipt) parts() int {
 }
 
 // withCost returns the receipt of the charge once lowered to cost, in
-// every part.
+// every part. The units given back are taken off its overage first: they
+// are the last the charge counted.
 func (r Receipt) withCost(cost int64) Receipt {
+	r.overage = max(r.overage-(r.cost-cost), 0)
 	r.cost = cost
 	if r.shared != nil {
 		sh := *r.shared
@@ -509,6 +528,15 @@ func (r Receipt) Periods() []PeriodKey {
 // Cost returns the units the receipt holds charged.
 func (r Receipt) Cost() int64 { return r.cost }
 
+// Overage returns how many of the units the receipt holds charged went
+// past the Max of a soft limit (Limit.Soft): 0 for a charge within every
+// limit. Where a charge went past several soft limits (a day's and a
+// month's, its plan's and its Shared plan's) it is the most it went past
+// any. A refund or settlement takes the units it gives back off the
+// overage first: a receipt lowered by Settle holds the overage of what
+// stays charged.
+func (r Receipt) Overage() int64 { return r.overage }
+
 // IsZero reports whether the receipt identifies no charge.
 func (r Receipt) IsZero() bool { return r.identity == "" }
 
@@ -544,7 +572,8 @@ func (e *TooCostlyError) Is(target error) bool { return target == ErrTooCostly }
 // ErrInvalid.
 type LimitError struct {
 	Plan, Limit string
-	// Field is what is wrong: "name", "max", "window" or "period".
+	// Field is what is wrong: "name", "max", "window", "period" or
+	// "soft".
 	Field  string
 	Reason string
 }

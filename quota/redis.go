@@ -385,8 +385,10 @@ func (r *Redis) chargeArgs(c *chargeCall) ([]string, []any) {
 		set(aCB, int64(cb))
 		set(aN, int64(n))
 		set(aPeriods, int64(len(periods)))
+		// An overdraft charge, and a soft limit, refuse nothing: their
+		// max is above any sum, so the script counts past Max unchanged.
 		most := func(l Limit) int64 {
-			if c.overdraft {
+			if c.overdraft || l.Soft {
 				return overdraftMax
 			}
 			return l.Max

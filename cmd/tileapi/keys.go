@@ -23,7 +23,8 @@ import (
 
 const keysUsage = `tileapi keys create -plan PLAN [-name NAME] [-kind publishable|secret] [-customer ID] | list | show ID | revoke ID
   | set-plan ID PLAN | set-customer ID CUSTOMER_ID | set-customer ID -none
-  | override ID [NAME=MAX/WINDOW ...] [-max-in-flight N] | override ID -clear
+  | override ID [NAME=MAX/WINDOW ...] [-max-in-flight N] [-overage LIMIT,... | -no-overage]
+  | override ID -clear
   | restrict ID [-origins O,...] [-allow-no-origin] [-networks CIDR,...] [-routes R,...]
       [-layers L,...] [-sets S,...] | restrict ID -clear
   | expire ID -at RFC3339 | expire ID -in 720h | expire ID -never
@@ -287,10 +288,12 @@ var keysActions = map[string]action{
 	}},
 	"override": {args: -1, flags: func(fs *flag.FlagSet, getenv func(string) string) func(int64, []string) (work, error) {
 		maxInFlight := fs.Int("max-in-flight", -1, "the key's own in-flight limit; 0: no limit")
+		overage := fs.String("overage", "", "comma-separated day and month limits the key goes on past as metered overage instead of 429 (soft caps), in place of its plan's")
+		noOverage := fs.Bool("no-overage", false, "every limit of the key a hard cap, whatever its plan's overage")
 		clear := fs.Bool("clear", false, "remove the key's overrides: back to its plan alone")
 		plansFile := plansFlag(fs, getenv)
 		return func(id int64, pos []string) (work, error) {
-			o, err := parseOverrides(pos[1:], *maxInFlight, *clear)
+			o, err := parseOverrides(pos[1:], *maxInFlight, *overage, *noOverage, *clear)
 			if err != nil {
 				return nil, err
 			}
@@ -552,16 +555,26 @@ func overrideKey(ctx context.Context, s *keys.Postgres, id int64, o plans.Overri
 	return nil
 }
 
-// parseOverrides reads NAME=MAX/WINDOW arguments ("burst=500/5s") and the
-// in-flight flag (-1 when not given) into Overrides; clear asks for none,
-// and goes with nothing else.
-func parseOverrides(args []string, maxInFlight int, clear bool) (plans.Overrides, error) {
+// parseOverrides reads NAME=MAX/WINDOW arguments ("burst=500/5s"), the
+// in-flight flag (-1 when not given) and the overage flags (the limits
+// that go into overage, comma-separated; or none, with noOverage) into
+// Overrides; clear asks for none, and goes with nothing else.
+func parseOverrides(args []string, maxInFlight int, overage string, noOverage, clear bool) (plans.Overrides, error) {
 	var o plans.Overrides
 	if clear {
-		if len(args) > 0 || maxInFlight >= 0 {
+		if len(args) > 0 || maxInFlight >= 0 || overage != "" || noOverage {
 			return o, errors.New("-clear goes alone")
 		}
 		return o, nil
+	}
+	switch {
+	case overage != "" && noOverage:
+		return o, errors.New("-overage and -no-overage: say one")
+	case overage != "":
+		names := strings.Split(overage, ",")
+		o.Overage = &names
+	case noOverage:
+		o.Overage = &[]string{}
 	}
 	for _, a := range args {
 		name, rest, ok1 := strings.Cut(a, "=")
@@ -576,7 +589,7 @@ func parseOverrides(args []string, maxInFlight int, clear bool) (plans.Overrides
 		o.MaxInFlight = &maxInFlight
 	}
 	if o.IsZero() {
-		return o, errors.New("no limit and no -max-in-flight: say what to override, or -clear")
+		return o, errors.New("no limit, no -max-in-flight and no -overage: say what to override, or -clear")
 	}
 	return o, nil
 }

@@ -56,15 +56,15 @@ func runUsage(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "start\tidentity\troute\tlayer\trequests\tcharged\tgiven back\tsettled\tunmetered\t429\t422\t")
+	fmt.Fprintln(tw, "start\tidentity\troute\tlayer\trequests\tcharged\tgiven back\tsettled\toverage\tunmetered\t429\t422\t")
 	var total usagehist.Row
 	for _, r := range rows {
 		total.Add(r)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Start.Format(time.RFC3339), r.Identity, r.Route, r.Layer,
-			r.Requests, r.Charged, r.GivenBack, r.Settled(), r.Unmetered, r.Refused429, r.Refused422)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Start.Format(time.RFC3339), r.Identity, r.Route, r.Layer,
+			r.Requests, r.Charged, r.GivenBack, r.Settled(), r.Overage, r.Unmetered, r.Refused429, r.Refused422)
 	}
-	fmt.Fprintf(tw, "total\t\t\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
-		total.Requests, total.Charged, total.GivenBack, total.Settled(), total.Unmetered, total.Refused429, total.Refused422)
+	fmt.Fprintf(tw, "total\t\t\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
+		total.Requests, total.Charged, total.GivenBack, total.Settled(), total.Overage, total.Unmetered, total.Refused429, total.Refused422)
 	if err := tw.Flush(); err != nil {
 		return err
 	}

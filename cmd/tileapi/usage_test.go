@@ -22,7 +22,7 @@ func TestUsageCommand(t *testing.T) {
 	l := ledger.New(pool, ledger.Options{})
 	t0 := time.Date(2026, 3, 10, 22, 0, 0, 0, time.UTC)
 	for i, layer := range []string{"roads", "places", "roads"} {
-		l.AddUsage(usagehist.Row{Identity: "key:4", KeyID: 4, Start: t0.Add(time.Duration(i) * time.Hour), Route: "tile", Layer: layer, Requests: 2, Charged: 20, GivenBack: 5, Refused429: 1})
+		l.AddUsage(usagehist.Row{Identity: "key:4", KeyID: 4, Start: t0.Add(time.Duration(i) * time.Hour), Route: "tile", Layer: layer, Requests: 2, Charged: 20, GivenBack: 5, Overage: 3, Refused429: 1})
 	}
 	l.AddUsage(usagehist.Row{Identity: "key:5", KeyID: 5, Start: t0, Route: "tile", Layer: "roads", Requests: 9, Charged: 90})
 	if err := l.Flush(context.Background()); err != nil {
@@ -36,9 +36,9 @@ func TestUsageCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		`(?m)^ *2026-03-10T22:00:00Z +key:4 +tile +roads +2 +20 +5 +15 +0 +1 +0 *$`,
+		`(?m)^ *2026-03-10T22:00:00Z +key:4 +tile +roads +2 +20 +5 +15 +3 +0 +1 +0 *$`,
 		`(?m)^ *2026-03-11T00:00:00Z +key:4 +tile +roads +2 `,
-		`(?m)^ *total +6 +60 +15 +45 +0 +3 +0 *$`,
+		`(?m)^ *total +6 +60 +15 +45 +9 +0 +3 +0 *$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out.String()) {
 			t.Errorf("output lacks %s:\n%s", want, out.String())

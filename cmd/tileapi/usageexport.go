@@ -30,6 +30,7 @@ func runUsageExport(ctx context.Context, args []string, getenv func(string) stri
 	var o billing.Options
 	fs.StringVar(&o.Source, "source", billing.DefaultSource, "the CloudEvents source: keep it the same from one export to the next")
 	fs.StringVar(&o.EventName, "event-name", billing.DefaultEventName, "the Stripe meter's event_name")
+	fs.StringVar(&o.OverageEventName, "overage-event-name", billing.DefaultOverageEventName, "the event_name of the Stripe meter of the units past a soft cap")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -30,13 +30,19 @@ const (
 	// Settled events carry the units as settled, charged less given back
 	// (zero or positive): what the Stripe format sends, as one event.
 	Settled Kind = "settled"
+	// Overage events carry the part of the units as settled that went
+	// past a soft cap (a plan's overage; positive): a split of the units
+	// the other kinds carry, not more of them. Every format sends them
+	// apart (their own CloudEvents type, Stripe event name, CSV kind), so
+	// a meter of the units does not count them twice.
+	Overage Kind = "overage"
 )
 
 // Event is the units of one kind one identity used in one hour (or day),
 // route and layer.
 type Event struct {
 	ID         string    // stable: see EventID
-	Kind       Kind      // usage, adjustment or settled
+	Kind       Kind      // usage, adjustment, settled or overage
 	Period     string    // usage.ByHour, or usage.ByDay past the hourly retention
 	Start      time.Time // the start of the UTC hour or day
 	Identity   string    // the quota identity charged: "key:42", "{customer:7}key:42"
@@ -75,7 +81,8 @@ func EventID(k Kind, period, identity string, start time.Time, route, layer stri
 // Events returns the events of a row of usage in period: a usage event of
 // the units charged and an adjustment event of the units given back, each
 // only where it is not zero; or, if settled, one settled event of the
-// units as settled, unless they are zero.
+// units as settled, unless they are zero; then, either way, an overage
+// event of the units past a soft cap, unless they are zero.
 func Events(r usage.Row, period string, settled bool) []Event {
 	e := Event{Period: period, Start: r.Start.UTC(), Identity: r.Identity, KeyID: r.KeyID, CustomerID: r.CustomerID, Route: r.Route, Layer: r.Layer}
 	var out []Event
@@ -89,9 +96,10 @@ func Events(r usage.Row, period string, settled bool) []Event {
 	}
 	if settled {
 		add(Settled, r.Settled())
-		return out
+	} else {
+		add(Usage, r.Charged)
+		add(Adjustment, -r.GivenBack)
 	}
-	add(Usage, r.Charged)
-	add(Adjustment, -r.GivenBack)
+	add(Overage, r.Overage)
 	return out
 }

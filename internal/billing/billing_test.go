@@ -44,13 +44,13 @@ func insert(t *testing.T, pool *pgxpool.Pool, r usage.Row, day bool) {
 	if r.CustomerID != 0 {
 		customer = r.CustomerID
 	}
-	sql := `INSERT INTO usage_hourly (identity, key_id, customer_id, hour, route, layer, units_charged, units_given_back) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+	sql := `INSERT INTO usage_hourly (identity, key_id, customer_id, hour, route, layer, units_charged, units_given_back, units_overage) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 	start := any(r.Start)
 	if day {
-		sql = `INSERT INTO usage_daily (identity, key_id, customer_id, day, route, layer, units_charged, units_given_back) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+		sql = `INSERT INTO usage_daily (identity, key_id, customer_id, day, route, layer, units_charged, units_given_back, units_overage) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 		start = r.Start.Format(time.DateOnly)
 	}
-	if _, err := pool.Exec(context.Background(), sql, r.Identity, key, customer, start, r.Route, r.Layer, r.Charged, r.GivenBack); err != nil {
+	if _, err := pool.Exec(context.Background(), sql, r.Identity, key, customer, start, r.Route, r.Layer, r.Charged, r.GivenBack, r.Overage); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -60,7 +60,7 @@ func insert(t *testing.T, pool *pgxpool.Pool, r usage.Row, day bool) {
 // without a key.
 func fixture(t *testing.T) *Postgres {
 	pool := spatialtest.Migrated(t)
-	insert(t, pool, usage.Row{Identity: "{customer:7}key:42", KeyID: 42, CustomerID: 7, Start: h10, Route: "tiles", Layer: "places", Charged: 100, GivenBack: 30}, false)
+	insert(t, pool, usage.Row{Identity: "{customer:7}key:42", KeyID: 42, CustomerID: 7, Start: h10, Route: "tiles", Layer: "places", Charged: 100, GivenBack: 30, Overage: 20}, false)
 	insert(t, pool, usage.Row{Identity: "key:43", KeyID: 43, Start: h10, Route: "within", Charged: 5}, false)
 	insert(t, pool, usage.Row{Identity: "ip:203.0.113.0/24", Start: h10, Route: "tiles", Layer: "places", Charged: 9}, false)
 	insert(t, pool, usage.Row{Identity: "key:43", KeyID: 43, Start: h11, Route: "within", Charged: 8}, false)
@@ -103,6 +103,7 @@ var want = []struct {
 	{Usage, "hour", h10, "key:43", "within", "", 5},
 	{Usage, "hour", h10, "customer:7", "tiles", "places", 100},
 	{Adjustment, "hour", h10, "customer:7", "tiles", "places", -30},
+	{Overage, "hour", h10, "customer:7", "tiles", "places", 20},
 }
 
 func TestCloudEventsReadBackBySDK(t *testing.T) {
@@ -124,7 +125,11 @@ func TestCloudEventsReadBackBySDK(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := want[i]
-		if e.SpecVersion() != "1.0" || e.Type() != DefaultType || e.Source() != DefaultSource || e.DataContentType() != "application/json" ||
+		typ := DefaultType
+		if w.kind == Overage {
+			typ = OverageType
+		}
+		if e.SpecVersion() != "1.0" || e.Type() != typ || e.Source() != DefaultSource || e.DataContentType() != "application/json" ||
 			e.Subject() != w.subject || !e.Time().Equal(w.start) || d.Kind != w.kind || d.Period != w.period ||
 			d.Route != w.route || d.Layer != w.layer || d.Units != w.units {
 			t.Errorf("event %d = %s %s %s %s %s %v %+v, want %+v", i, e.SpecVersion(), e.Type(), e.Source(), e.Subject(), e.DataContentType(), e.Time(), d, w)
@@ -181,13 +186,15 @@ func TestStripeSendsUnitsAsSettled(t *testing.T) {
 		got = append(got, e)
 	}
 	// The day's units were all given back: settled at zero, nothing is
-	// sent for it.
-	if len(got) != 2 {
-		t.Fatalf("%d meter events, want 2:\n%s", len(got), out)
+	// sent for it. The overage goes to a meter of its own.
+	if len(got) != 3 {
+		t.Fatalf("%d meter events, want 3:\n%s", len(got), out)
 	}
-	for i, w := range []struct{ customer, value, route string }{{"key:43", "5", "within"}, {"customer:7", "70", "tiles"}} {
+	for i, w := range []struct{ meter, customer, value, route string }{
+		{DefaultEventName, "key:43", "5", "within"}, {DefaultEventName, "customer:7", "70", "tiles"}, {DefaultOverageEventName, "customer:7", "20", "tiles"},
+	} {
 		e := got[i]
-		if e.EventName != DefaultEventName || e.Timestamp != h10.Unix() || e.Payload.StripeCustomerID != w.customer ||
+		if e.EventName != w.meter || e.Timestamp != h10.Unix() || e.Payload.StripeCustomerID != w.customer ||
 			e.Payload.Value != w.value || e.Payload.Route != w.route || len(e.Identifier) != 32 {
 			t.Errorf("meter event %d = %+v, want %+v", i, e, w)
 		}

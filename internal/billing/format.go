@@ -25,7 +25,8 @@ const (
 	CSV Format = "csv"
 	// Stripe is one Stripe meter event a line (JSON Lines): event_name,
 	// identifier, timestamp and payload, the body of POST
-	// /v1/billing/meter_events. It sends the units as settled.
+	// /v1/billing/meter_events. It sends the units as settled, and the
+	// overage under an event name of its own.
 	Stripe Format = "stripe"
 )
 
@@ -63,9 +64,17 @@ func (f Format) ContentType() string {
 
 // Defaults of Options.
 const (
-	DefaultSource    = "/tileapi/usage"
-	DefaultType      = "com.tileapi.usage"
-	DefaultEventName = "tileapi_units"
+	DefaultSource           = "/tileapi/usage"
+	DefaultEventName        = "tileapi_units"
+	DefaultOverageEventName = "tileapi_overage_units"
+)
+
+// The CloudEvents types: one of the units (usage and adjustments, which
+// a meter sums), one of the overage, a split of them that a meter of
+// the units must not add.
+const (
+	DefaultType = "com.tileapi.usage"
+	OverageType = "com.tileapi.usage.overage"
 )
 
 // Options name what the formats put in every event; a zero field takes
@@ -76,6 +85,9 @@ type Options struct {
 	Source string
 	// EventName is the Stripe meter's event_name.
 	EventName string
+	// OverageEventName is the event_name of the Stripe meter of the
+	// overage.
+	OverageEventName string
 }
 
 // Write writes events in format f to w.
@@ -86,6 +98,9 @@ func Write(w io.Writer, f Format, events []Event, o Options) error {
 	if o.EventName == "" {
 		o.EventName = DefaultEventName
 	}
+	if o.OverageEventName == "" {
+		o.OverageEventName = DefaultOverageEventName
+	}
 	bw := bufio.NewWriter(w)
 	var err error
 	switch f {
@@ -94,7 +109,7 @@ func Write(w io.Writer, f Format, events []Event, o Options) error {
 	case CSV:
 		err = writeCSV(bw, events)
 	case Stripe:
-		err = writeStripe(bw, events, o.EventName)
+		err = writeStripe(bw, events, o.EventName, o.OverageEventName)
 	default:
 		err = fmt.Errorf("billing: unknown format %q", f)
 	}
@@ -139,8 +154,12 @@ func writeCloudEvents(w *bufio.Writer, events []Event, source string) error {
 		if e.CustomerID != 0 {
 			customer = &e.CustomerID
 		}
+		typ := DefaultType
+		if e.Kind == Overage {
+			typ = OverageType
+		}
 		b, err := json.Marshal(cloudEvent{
-			SpecVersion: "1.0", ID: e.ID, Source: source, Type: DefaultType, Subject: e.Subject(),
+			SpecVersion: "1.0", ID: e.ID, Source: source, Type: typ, Subject: e.Subject(),
 			Time: e.Start, DataContentType: "application/json",
 			Data: eventData{Kind: e.Kind, Period: e.Period, Identity: e.Identity, KeyID: e.KeyID, CustomerID: customer, Route: e.Route, Layer: e.Layer, Units: e.Units},
 		})
@@ -198,10 +217,14 @@ type stripePayload struct {
 	Layer            string `json:"layer"`
 }
 
-func writeStripe(w *bufio.Writer, events []Event, name string) error {
+func writeStripe(w *bufio.Writer, events []Event, name, overageName string) error {
 	enc := json.NewEncoder(w)
 	for _, e := range events {
-		err := enc.Encode(stripeEvent{EventName: name, Identifier: e.ID, Timestamp: e.Start.Unix(),
+		meter := name
+		if e.Kind == Overage {
+			meter = overageName
+		}
+		err := enc.Encode(stripeEvent{EventName: meter, Identifier: e.ID, Timestamp: e.Start.Unix(),
 			Payload: stripePayload{StripeCustomerID: e.Subject(), Value: strconv.FormatInt(e.Units, 10), Route: e.Route, Layer: e.Layer}})
 		if err != nil {
 			return fmt.Errorf("billing: stripe: %w", err)

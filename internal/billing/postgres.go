@@ -11,7 +11,8 @@ import (
 )
 
 // Postgres reads the usage to export from the usage_hourly and
-// usage_daily tables (migrations/00011_usage_history.sql).
+// usage_daily tables (migrations/00011_usage_history.sql,
+// 00013_usage_overage.sql).
 type Postgres struct {
 	pool *pgxpool.Pool
 }
@@ -27,12 +28,12 @@ func NewPostgres(pool *pgxpool.Pool) *Postgres { return &Postgres{pool: pool} }
 // one customer's keys where they are not zero. The order is fixed, so an
 // export of the same rows is the same bytes.
 const selectRows = `
-SELECT period, identity, key_id, COALESCE(customer_id, 0), start, route, layer, units_charged, units_given_back FROM (
-	SELECT 'hour' AS period, identity, key_id, customer_id, hour AS start, route, layer, units_charged, units_given_back
+SELECT period, identity, key_id, COALESCE(customer_id, 0), start, route, layer, units_charged, units_given_back, units_overage FROM (
+	SELECT 'hour' AS period, identity, key_id, customer_id, hour AS start, route, layer, units_charged, units_given_back, units_overage
 	FROM usage_hourly
 	WHERE hour >= $1 AND hour < $2
 	UNION ALL
-	SELECT 'day', identity, key_id, customer_id, day::timestamp AT TIME ZONE 'UTC', route, layer, units_charged, units_given_back
+	SELECT 'day', identity, key_id, customer_id, day::timestamp AT TIME ZONE 'UTC', route, layer, units_charged, units_given_back, units_overage
 	FROM usage_daily
 	WHERE day::timestamp AT TIME ZONE 'UTC' >= $1 AND day::timestamp AT TIME ZONE 'UTC' < $2
 ) AS u
@@ -41,7 +42,7 @@ ORDER BY start, period, identity COLLATE "C", route COLLATE "C", layer COLLATE "
 
 // Events returns the events of the usage q selects, in a fixed order: a
 // usage and an adjustment event per row, or, if settled, one settled
-// event per row (see Events).
+// event per row, and its overage event (see Events).
 func (p *Postgres) Events(ctx context.Context, q Query, settled bool) ([]Event, error) {
 	rows, err := p.pool.Query(ctx, selectRows, q.From, q.To, q.KeyID, q.CustomerID)
 	if err != nil {
@@ -50,7 +51,7 @@ func (p *Postgres) Events(ctx context.Context, q Query, settled bool) ([]Event, 
 	var out []Event
 	var r usage.Row
 	var period string
-	_, err = pgx.ForEachRow(rows, []any{&period, &r.Identity, &r.KeyID, &r.CustomerID, &r.Start, &r.Route, &r.Layer, &r.Charged, &r.GivenBack}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&period, &r.Identity, &r.KeyID, &r.CustomerID, &r.Start, &r.Route, &r.Layer, &r.Charged, &r.GivenBack, &r.Overage}, func() error {
 		out = append(out, Events(r, period, settled)...)
 		return nil
 	})

@@ -3,6 +3,7 @@ package history
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -519,6 +520,9 @@ func (c *checker) measure(ch Charge, t, cut int64, fs []fault) []limitCheck {
 	out := make([]limitCheck, 0, len(ch.Plan.Limits))
 	for _, l := range ch.Plan.Limits {
 		lc := limitCheck{limit: l, bound: l.Max}
+		if l.Soft {
+			lc.bound = math.MaxInt64 / 2 // a soft cap admits past its max: it bounds nothing, its count is still exact
+		}
 		ps := s
 		lo := 0
 		if l.Period == quota.Sliding {
@@ -588,6 +592,9 @@ func (c *checker) judgeDenial(d *Charge, from, to int64, fs []fault) {
 	}
 	var tightest *Violation
 	for _, l := range d.Plan.Limits {
+		if l.Soft {
+			continue // it refuses nothing: no denial is its
+		}
 		var s *series
 		lo, since := 0, int64(0)
 		if l.Period == quota.Sliding {

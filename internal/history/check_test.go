@@ -84,6 +84,7 @@ func TestCheckHandMade(t *testing.T) {
 	short := plan(t, "short", quota.Limit{Name: "a", Max: 100, Window: 100 * ms})
 	twenty := plan(t, "twenty", quota.Limit{Name: "a", Max: 20, Window: time.Second})
 	daily := plan(t, "daily", quota.Limit{Name: "a", Max: 100, Window: time.Second}, quota.Limit{Name: "day", Max: 10, Period: quota.Day})
+	softDaily := plan(t, "soft-daily", quota.Limit{Name: "a", Max: 100, Window: time.Second}, quota.Limit{Name: "day", Max: 10, Period: quota.Day, Soft: true})
 	for _, tc := range []struct {
 		name  string
 		opt   Options
@@ -175,6 +176,14 @@ func TestCheckHandMade(t *testing.T) {
 			s.fault(5*time.Second, 5100*ms)
 			s.admit("k", daily, 6, 10*time.Second)
 		}, tally{violations: 1}},
+		{"a soft period past its maximum", Options{}, func(s *script) {
+			s.admit("k", softDaily, 6, 0, 6, 6)
+			s.admit("k", softDaily, 6, 10*time.Second, 6, 12)
+		}, tally{}},
+		{"a denial a soft period would not explain", Options{}, func(s *script) {
+			s.admit("k", softDaily, 12, 0)
+			s.call("k", softDaily, 6, NotMade, 100*ms, 110*ms)
+		}, tally{spurious: 1}},
 		{"usage reported below the model's", Options{}, func(s *script) {
 			s.admit("k", ten, 6, 0, 6)
 			s.admit("k", ten, 3, 100*ms, 3)

@@ -30,7 +30,7 @@ func (s *Server) alert(ctx context.Context, c caller) {
 		return
 	}
 	m, ok := quotahttp.FromContext(ctx)
-	if !ok || m.Status != quotahttp.StatusCharged {
+	if !ok || m.Status != quotahttp.StatusCharged && m.Status != quotahttp.StatusOverage {
 		return
 	}
 	d := m.Decision

@@ -119,26 +119,42 @@ func TestAlertsOncePerThresholdTwoServers(t *testing.T) {
 // clients at once, half on each server, and returns how many got each
 // status.
 func hammer(t *testing.T, a, b *env, secret string, n int) map[int]int {
+	count := map[int]int{}
+	for _, ans := range hammerAnswers(t, a, b, secret, n) {
+		count[ans.code]++
+	}
+	return count
+}
+
+// hammered is what hammerAnswers keeps of a response: its status, its
+// X-Quota-Status and its RateLimit.
+type hammered struct {
+	code                   int
+	quotaStatus, rateLimit string
+}
+
+// hammerAnswers is hammer, returning every answer.
+func hammerAnswers(t *testing.T, a, b *env, secret string, n int) []hammered {
 	const clients = 16
 	var wg sync.WaitGroup
-	statuses := make(chan int, n)
+	answers := make(chan hammered, n)
 	for i := range clients {
 		e := []*env{a, b}[i%2]
 		wg.Go(func() {
 			for j := i; j < n; j += clients {
 				resp := e.get(t, "/v1/geofence/contains?lng=6.13&lat=49.61", "X-API-Key", secret)
 				resp.Body.Close()
-				statuses <- resp.StatusCode
+				answers <- hammered{resp.StatusCode, resp.Header.Get(headerStatus), resp.Header.Get("RateLimit")}
 			}
 		})
 	}
 	wg.Wait()
-	close(statuses)
-	count := map[int]int{}
-	for s := range statuses {
-		count[s]++
+	close(answers)
+	var out []hammered
+	for ans := range answers {
+		out = append(out, ans)
 	}
-	return count
+	return out
 }
 
 // waitMonthMax polls GET /v1/quota of secret on e until its month's max

@@ -19,7 +19,7 @@ import (
 
 // The usage history (internal/usage): every metered request adds to the
 // row of its identity, hour, route and layer what it was charged, given
-// back, served unmetered and refused. The hour is the request's: a
+// back, charged past a soft cap (overage), served unmetered and refused. The hour is the request's: a
 // refund, a settlement or a pending charge made after the answer lands in
 // the row of its charge.
 
@@ -65,11 +65,12 @@ func (s *Server) observeUsage(r *http.Request, e quotahttp.Event) {
 		// The receipt's cost, not the price: a cached tile's charge at the
 		// miss price may be lowered to its own before the answer, in the
 		// store, with no event (lowerTile).
-		row.Charged = e.Decision.Receipt.Cost()
+		row.Charged, row.Overage = e.Decision.Receipt.Cost(), e.Decision.Receipt.Overage()
 	case quotahttp.EventChargeApplied:
-		row.Charged = e.Units
+		row.Charged, row.Overage = e.Units, e.Overage
 	case quotahttp.EventRefunded, quotahttp.EventSettled:
-		row.GivenBack = e.Units
+		// The overage as settled: what a give-back takes off it.
+		row.GivenBack, row.Overage = e.Units, -e.Overage
 	default:
 		return
 	}
@@ -138,15 +139,17 @@ type usageCounts struct {
 	Charged   int64 `json:"units_charged"`
 	GivenBack int64 `json:"units_given_back"`
 	// Settled is Charged less GivenBack: what the requests cost.
-	Settled    int64 `json:"units_settled"`
-	Unmetered  int64 `json:"units_unmetered"`
+	Settled   int64 `json:"units_settled"`
+	Unmetered int64 `json:"units_unmetered"`
+	// Overage is the part of Settled charged past a soft cap.
+	Overage    int64 `json:"units_overage"`
 	Refused429 int64 `json:"refused_429"`
 	Refused422 int64 `json:"refused_422"`
 }
 
 func countsOf(r usagehist.Row) usageCounts {
 	return usageCounts{Requests: r.Requests, Charged: r.Charged, GivenBack: r.GivenBack, Settled: r.Settled(),
-		Unmetered: r.Unmetered, Refused429: r.Refused429, Refused422: r.Refused422}
+		Unmetered: r.Unmetered, Overage: r.Overage, Refused429: r.Refused429, Refused422: r.Refused422}
 }
 
 // writeUsage answers q's rows: as CSV to a client that accepts text/csv
@@ -183,7 +186,7 @@ func acceptsCSV(accept string) bool {
 
 // usageCSVHeader names the columns of the CSV form.
 var usageCSVHeader = []string{"start", "identity", "key_id", "customer_id", "route", "layer", "requests",
-	"units_charged", "units_given_back", "units_settled", "units_unmetered", "refused_429", "refused_422"}
+	"units_charged", "units_given_back", "units_settled", "units_unmetered", "units_overage", "refused_429", "refused_422"}
 
 func writeUsageCSV(w http.ResponseWriter, rows []usagehist.Row) {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
@@ -198,7 +201,7 @@ func writeUsageCSV(w http.ResponseWriter, rows []usagehist.Row) {
 	}
 	for _, row := range rows {
 		rec := []string{row.Start.Format(time.RFC3339), row.Identity, id(row.KeyID), id(row.CustomerID), row.Route, row.Layer}
-		for _, n := range []int64{row.Requests, row.Charged, row.GivenBack, row.Settled(), row.Unmetered, row.Refused429, row.Refused422} {
+		for _, n := range []int64{row.Requests, row.Charged, row.GivenBack, row.Settled(), row.Unmetered, row.Overage, row.Refused429, row.Refused422} {
 			rec = append(rec, strconv.FormatInt(n, 10))
 		}
 		_ = cw.Write(rec) // a write error is the client's gone

@@ -175,7 +175,7 @@ func TestUsageTwoServers(t *testing.T) {
 				t.Errorf("CSV row of key %s, want %d", rec[2], id)
 			}
 			s := out[rec[0]]
-			s.requests, s.settled, s.refused429, s.refused422 = s.requests+f(6), s.settled+f(9), s.refused429+f(11), s.refused422+f(12)
+			s.requests, s.settled, s.refused429, s.refused422 = s.requests+f(6), s.settled+f(9), s.refused429+f(12), s.refused422+f(13)
 			out[rec[0]] = s
 		}
 		return out

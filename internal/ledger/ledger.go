@@ -287,16 +287,17 @@ DO UPDATE SET units = quota_ledger.units + EXCLUDED.units, updated_at = now()
 RETURNING identity, limit_name, period_start, units`
 	// addUsageSQL adds a batch's usage history to its hours' rows.
 	addUsageSQL = `INSERT INTO usage_hourly AS h (identity, key_id, customer_id, hour, route, layer, requests,
-    units_charged, units_given_back, units_unmetered, refused_429, refused_422)
-SELECT i, nullif(k, 0), nullif(c, 0), t, r, l, n, ch, gb, um, r429, r422
+    units_charged, units_given_back, units_unmetered, units_overage, refused_429, refused_422)
+SELECT i, nullif(k, 0), nullif(c, 0), t, r, l, n, ch, gb, um, ov, r429, r422
 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::timestamptz[], $5::text[], $6::text[], $7::bigint[],
-            $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[])
-     AS u(i, k, c, t, r, l, n, ch, gb, um, r429, r422)
+            $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[])
+     AS u(i, k, c, t, r, l, n, ch, gb, um, ov, r429, r422)
 ON CONFLICT (identity, hour, route, layer) DO UPDATE SET
   requests = h.requests + EXCLUDED.requests,
   units_charged = h.units_charged + EXCLUDED.units_charged,
   units_given_back = h.units_given_back + EXCLUDED.units_given_back,
   units_unmetered = h.units_unmetered + EXCLUDED.units_unmetered,
+  units_overage = h.units_overage + EXCLUDED.units_overage,
   refused_429 = h.refused_429 + EXCLUDED.refused_429,
   refused_422 = h.refused_422 + EXCLUDED.refused_422`
 	// pruneSQL forgets batch ids far older than any retry.
@@ -357,15 +358,15 @@ func writeUsage(ctx context.Context, tx pgx.Tx, rows map[usage.Key]usage.Row) er
 	}
 	n := len(rows)
 	ids, routes, layers, hours := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]time.Time, 0, n)
-	var counts [8][]int64 // key, customer, then the six counts
+	var counts [9][]int64 // key, customer, then the seven counts
 	for _, r := range rows {
 		ids, routes, layers, hours = append(ids, r.Identity), append(routes, r.Route), append(layers, r.Layer), append(hours, r.Start)
-		for i, v := range [8]int64{r.KeyID, r.CustomerID, r.Requests, r.Charged, r.GivenBack, r.Unmetered, r.Refused429, r.Refused422} {
+		for i, v := range [9]int64{r.KeyID, r.CustomerID, r.Requests, r.Charged, r.GivenBack, r.Unmetered, r.Overage, r.Refused429, r.Refused422} {
 			counts[i] = append(counts[i], v)
 		}
 	}
 	_, err := tx.Exec(ctx, addUsageSQL, ids, counts[0], counts[1], hours, routes, layers,
-		counts[2], counts[3], counts[4], counts[5], counts[6], counts[7])
+		counts[2], counts[3], counts[4], counts[5], counts[6], counts[7], counts[8])
 	return err
 }
 

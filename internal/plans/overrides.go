@@ -15,12 +15,13 @@ import (
 // Overrides are one key's own changes to its plan, without a plan of its
 // own: limits that replace the plan's limit of the same name (raise a
 // window, lower a month) or add to them (a new cap), and an in-flight
-// limit, and alert thresholds.
+// limit, alert thresholds, and which period limits go into overage.
 // Their JSON form is stored with the key:
 //
 //	{"limits": [{"name": "burst", "max": 500, "window": "5s"},
 //	            {"name": "month", "max": 20000, "period": "month"}],
-//	 "max_in_flight": 16, "alerts": {"month": [50, 90]}}
+//	 "max_in_flight": 16, "alerts": {"month": [50, 90]},
+//	 "overage": ["month"]}
 type Overrides struct {
 	Limits []FileLimit `json:"limits,omitempty"`
 	// MaxInFlight replaces the plan's MaxInFlight when set; 0 is no limit.
@@ -28,11 +29,16 @@ type Overrides struct {
 	// Alerts replace the plan's thresholds of each limit they name; an
 	// empty list sends none for it.
 	Alerts Alerts `json:"alerts,omitempty"`
+	// Overage, when set, replaces the plan's list of the day and month
+	// limits that go on past their max as metered overage (FilePlan's
+	// Overage): ["month"] lets the key's month go on, [] makes every limit
+	// a hard cap.
+	Overage *[]string `json:"overage,omitempty"`
 }
 
 // IsZero reports whether o changes nothing.
 func (o Overrides) IsZero() bool {
-	return len(o.Limits) == 0 && o.MaxInFlight == nil && len(o.Alerts) == 0
+	return len(o.Limits) == 0 && o.MaxInFlight == nil && len(o.Alerts) == 0 && o.Overage == nil
 }
 
 // ParseOverrides reads the JSON form of Overrides, refusing unknown fields
@@ -45,7 +51,7 @@ func ParseOverrides(b []byte) (Overrides, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&o); err != nil {
-		return Overrides{}, param.Invalid("overrides", "must be a JSON object with limits, max_in_flight and alerts: %v", err)
+		return Overrides{}, param.Invalid("overrides", "must be a JSON object with limits, max_in_flight, alerts and overage: %v", err)
 	}
 	if d.More() {
 		return Overrides{}, param.Invalid("overrides", "must be one JSON object")
@@ -55,15 +61,20 @@ func ParseOverrides(b []byte) (Overrides, error) {
 
 // With returns p changed by o, validated by quota.NewPlan: the quota plan
 // keeps p's name, time zone, history and the order of its limits, and a
-// limit of o with a new name comes after them. A window longer than p's
-// history is refused: the key's charges would outlast what its other plans
-// keep. A bad override is a *param.Error naming it, for example
-// "limits[1].window".
+// limit of o with a new name comes after them. The limits p lets go into
+// overage still do, under a new max too, unless o says which do. A window
+// longer than p's history is refused: the key's charges would outlast
+// what its other plans keep. A bad override is a *param.Error naming it,
+// for example "limits[1].window" or "overage".
 func (p Plan) With(o Overrides) (Plan, error) {
 	if o.IsZero() {
 		return p, nil
 	}
 	limits := slices.Clone(p.Quota.Limits)
+	soft := softNames(p.Quota)
+	if o.Overage != nil {
+		soft = *o.Overage
+	}
 	seen := make(map[string]int, len(o.Limits)) // name -> index in o.Limits
 	for i, fl := range o.Limits {
 		at := fmt.Sprintf("limits[%d]", i)
@@ -91,6 +102,9 @@ func (p Plan) With(o Overrides) (Plan, error) {
 			return Plan{}, param.Invalid(fmt.Sprintf("limits[%d].%s", i, le.Field), "%s", le.Reason)
 		}
 		return Plan{}, param.Invalid("limits", "%v", err)
+	}
+	if err := soften(&q, soft); err != nil {
+		return Plan{}, param.Invalid("overage", "%v", err)
 	}
 	for i, fl := range o.Limits {
 		if l, _ := fl.limit(); p.Quota.History > 0 && l.Window > p.Quota.History {

@@ -26,7 +26,9 @@ const Anonymous = "anonymous"
 // Plan is one plan.
 type Plan struct {
 	Name string
-	// Quota holds the limits every charge must fit in.
+	// Quota holds the limits every charge must fit in; a day or month
+	// limit the plan lets go on past its max as metered overage (a soft
+	// cap, the plans file's "overage") is Soft.
 	Quota quota.Plan
 	// MaxRadius is the largest radius, in metres, of a search.
 	MaxRadius float64
@@ -255,8 +257,9 @@ func reserved(name string) error {
 
 // CustomerPlan returns the quota plan of a customer on the plan called
 // name, which every charge of the customer's keys must fit beside the
-// key's own: the plan's limits, each named with CustomerLimitPrefix, its
-// time zone and the set's history. Prices, the largest radius and the
+// key's own: the plan's limits, each named with CustomerLimitPrefix (soft
+// where the plan's are: its overage), its time zone and the set's
+// history. Prices, the largest radius and the
 // in-flight limit are the key's plan's, never the customer's. It is the
 // one check of a customer's plan, for every way of setting it: the plan
 // must be one a key may be on (KeyPlan). Its errors are *param.Error
@@ -366,7 +369,9 @@ func (p Plan) validate() error {
 // A plan without "cost" takes DefaultCost; "max_in_flight" (the most
 // requests of one key in progress at once) is optional, 0 or absent for no
 // limit; "alerts" ({"month": [50, 80, 100]}) is optional, the Plan's
-// Alerts.
+// Alerts; "overage" (["month"]) is optional, the day and month limits
+// that go on past their max as metered overage instead of refusing (soft
+// caps): every limit is a hard cap without it.
 type File struct {
 	// History is how long every plan a key may be on keeps a charge, when
 	// longer than their longest window ("1h"): the longest window a key's
@@ -388,6 +393,9 @@ type FilePlan struct {
 	TimeZone string `json:"time_zone,omitempty"`
 	// Alerts is Plan.Alerts.
 	Alerts Alerts `json:"alerts,omitempty"`
+	// Overage names the plan's day and month limits that are soft caps
+	// (quota.Limit.Soft).
+	Overage []string `json:"overage,omitempty"`
 }
 
 // FileLimit is one limit of a FilePlan; Window is a Go duration ("5s",
@@ -489,6 +497,9 @@ func (fp FilePlan) plan() (Plan, error) {
 	}
 	if fp.Name == "" {
 		return Plan{}, errors.New("a plan has no name")
+	}
+	if err := soften(&p.Quota, fp.Overage); err != nil {
+		return Plan{}, fmt.Errorf("plan %q: %w", fp.Name, err)
 	}
 	return p, nil
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // Postgres reads the usage history from the usage_hourly and usage_daily
-// tables (migrations/00011_usage_history.sql), which internal/ledger
+// tables (migrations/00011_usage_history.sql, 00013_usage_overage.sql), which internal/ledger
 // writes, and rolls the hours past the retention up into days.
 type Postgres struct {
 	pool *pgxpool.Pool
@@ -27,19 +27,19 @@ func NewPostgres(pool *pgxpool.Pool) *Postgres { return &Postgres{pool: pool} }
 // route (%[2]s) and layer (%[3]s), the fragments of grouping below.
 const usageSQL = `WITH u AS (
   SELECT identity, key_id, customer_id, hour AS start, route, layer, requests, units_charged,
-         units_given_back, units_unmetered, refused_429, refused_422
+         units_given_back, units_unmetered, units_overage, refused_429, refused_422
   FROM usage_hourly
   WHERE hour >= $1 AND hour < $2 AND ($3 = 0 OR key_id = $3) AND ($4 = 0 OR customer_id = $4)
   UNION ALL
   SELECT identity, key_id, customer_id, day::timestamp AT TIME ZONE 'UTC', route, layer, requests, units_charged,
-         units_given_back, units_unmetered, refused_429, refused_422
+         units_given_back, units_unmetered, units_overage, refused_429, refused_422
   FROM usage_daily
   WHERE $5 AND day >= ($1 AT TIME ZONE 'UTC')::date AND day < ($2 AT TIME ZONE 'UTC')::date
     AND ($3 = 0 OR key_id = $3) AND ($4 = 0 OR customer_id = $4)
 )
 SELECT identity, coalesce(key_id, 0), coalesce(customer_id, 0), %[1]s, %[2]s, %[3]s,
        sum(requests)::bigint, sum(units_charged)::bigint, sum(units_given_back)::bigint,
-       sum(units_unmetered)::bigint, sum(refused_429)::bigint, sum(refused_422)::bigint
+       sum(units_unmetered)::bigint, sum(units_overage)::bigint, sum(refused_429)::bigint, sum(refused_422)::bigint
 FROM u
 GROUP BY 1, 2, 3, 4, 5, 6
 ORDER BY 4, 1, 5, 6`
@@ -65,7 +65,7 @@ func (p *Postgres) Usage(ctx context.Context, q Query) ([]Row, error) {
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Row, error) {
 		var r Row
 		err := row.Scan(&r.Identity, &r.KeyID, &r.CustomerID, &r.Start, &r.Route, &r.Layer,
-			&r.Requests, &r.Charged, &r.GivenBack, &r.Unmetered, &r.Refused429, &r.Refused422)
+			&r.Requests, &r.Charged, &r.GivenBack, &r.Unmetered, &r.Overage, &r.Refused429, &r.Refused422)
 		r.Start = r.Start.UTC()
 		return r, err
 	})
@@ -79,9 +79,9 @@ func (p *Postgres) Usage(ctx context.Context, q Query) ([]Row, error) {
 // statement: a row is counted in one table or the other, never both.
 const rollupSQL = `WITH gone AS (DELETE FROM usage_hourly WHERE hour < $1 RETURNING *)
 INSERT INTO usage_daily AS d (identity, key_id, customer_id, day, route, layer, requests, units_charged,
-                              units_given_back, units_unmetered, refused_429, refused_422)
+                              units_given_back, units_unmetered, units_overage, refused_429, refused_422)
 SELECT identity, key_id, customer_id, (hour AT TIME ZONE 'UTC')::date, route, layer, sum(requests), sum(units_charged),
-       sum(units_given_back), sum(units_unmetered), sum(refused_429), sum(refused_422)
+       sum(units_given_back), sum(units_unmetered), sum(units_overage), sum(refused_429), sum(refused_422)
 FROM gone
 GROUP BY identity, key_id, customer_id, (hour AT TIME ZONE 'UTC')::date, route, layer
 ON CONFLICT (identity, day, route, layer) DO UPDATE SET
@@ -89,6 +89,7 @@ ON CONFLICT (identity, day, route, layer) DO UPDATE SET
   units_charged = d.units_charged + EXCLUDED.units_charged,
   units_given_back = d.units_given_back + EXCLUDED.units_given_back,
   units_unmetered = d.units_unmetered + EXCLUDED.units_unmetered,
+  units_overage = d.units_overage + EXCLUDED.units_overage,
   refused_429 = d.refused_429 + EXCLUDED.refused_429,
   refused_422 = d.refused_422 + EXCLUDED.refused_422`
 

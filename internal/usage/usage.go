@@ -2,7 +2,7 @@
 // per UTC hour (rolled up to days past a retention), per route and layer or
 // geofence set, and the reader of it. The rows are written by the usage
 // ledger (internal/ledger) to the usage_hourly and usage_daily tables
-// (migrations/00011_usage_history.sql), or held in process in embedded mode.
+// (migrations/00011_usage_history.sql, 00013_usage_overage.sql), or held in process in embedded mode.
 package usage
 
 import (
@@ -24,6 +24,10 @@ type Row struct {
 	Charged    int64 // units charged up front
 	GivenBack  int64 // units returned by refunds and settlements
 	Unmetered  int64 // units of requests served unmetered (fail-open)
+	// Overage is the units charged past the max of a soft cap (a plan's
+	// overage), as settled: a part of Settled, which a refund or
+	// settlement takes its units off first.
+	Overage    int64
 	Refused429 int64
 	Refused422 int64
 }
@@ -80,6 +84,7 @@ func (r *Row) Add(o Row) {
 	r.Charged += o.Charged
 	r.GivenBack += o.GivenBack
 	r.Unmetered += o.Unmetered
+	r.Overage += o.Overage
 	r.Refused429 += o.Refused429
 	r.Refused422 += o.Refused422
 }

@@ -20,10 +20,10 @@ var t0 = time.Date(2026, 3, 10, 22, 0, 0, 0, time.UTC)
 // anonymous network, over an hour and a day boundary.
 func rows() []usage.Row {
 	return []usage.Row{
-		{Identity: "{customer:7}key:1", KeyID: 1, CustomerID: 7, Start: t0, Route: "tiles", Layer: "roads", Requests: 3, Charged: 30, GivenBack: 4},
+		{Identity: "{customer:7}key:1", KeyID: 1, CustomerID: 7, Start: t0, Route: "tiles", Layer: "roads", Requests: 3, Charged: 30, GivenBack: 4, Overage: 6},
 		{Identity: "{customer:7}key:1", KeyID: 1, CustomerID: 7, Start: t0, Route: "tiles", Layer: "places", Requests: 1, Charged: 10, Refused429: 1},
-		{Identity: "{customer:7}key:1", KeyID: 1, CustomerID: 7, Start: t0.Add(time.Hour), Route: "within", Layer: "places", Requests: 2, Charged: 8, Unmetered: 4, Refused422: 1},
-		{Identity: "{customer:7}key:1", KeyID: 1, CustomerID: 7, Start: t0.Add(2 * time.Hour), Route: "tiles", Layer: "roads", Requests: 5, Charged: 50, GivenBack: 45},
+		{Identity: "{customer:7}key:1", KeyID: 1, CustomerID: 7, Start: t0.Add(time.Hour), Route: "within", Layer: "places", Requests: 2, Charged: 8, Unmetered: 4, Overage: 2, Refused422: 1},
+		{Identity: "{customer:7}key:1", KeyID: 1, CustomerID: 7, Start: t0.Add(2 * time.Hour), Route: "tiles", Layer: "roads", Requests: 5, Charged: 50, GivenBack: 45, Overage: 5},
 		{Identity: "{customer:7}key:2", KeyID: 2, CustomerID: 7, Start: t0, Route: "tiles", Layer: "roads", Requests: 1, Charged: 10},
 		{Identity: "ip:203.0.113.0/24", Start: t0, Route: "tiles", Layer: "roads", Requests: 1, Charged: 10},
 	}
@@ -47,12 +47,13 @@ func readers(t *testing.T) (map[string]usage.Reader, *usage.Postgres) {
 	return map[string]usage.Reader{"memory": mem, "postgres": pg}, pg
 }
 
-func settled(rs []usage.Row) (requests, units int64) {
+func settled(rs []usage.Row) (requests, units, overage int64) {
 	for _, r := range rs {
 		requests += r.Requests
 		units += r.Settled()
+		overage += r.Overage
 	}
-	return requests, units
+	return requests, units, overage
 }
 
 // Both readers select by key and customer, sum by hour or UTC day, and
@@ -61,18 +62,18 @@ func TestUsageQueries(t *testing.T) {
 	rs, _ := readers(t)
 	day := t0.Truncate(24 * time.Hour)
 	cases := []struct {
-		name           string
-		q              usage.Query
-		rows           int
-		requests, unit int64
+		name                    string
+		q                       usage.Query
+		rows                    int
+		requests, unit, overage int64
 	}{
-		{"key by hour", usage.Query{KeyID: 1, From: t0, To: t0.Add(3 * time.Hour), By: usage.ByHour}, 3, 11, 49},
-		{"key by hour, layer", usage.Query{KeyID: 1, From: t0, To: t0.Add(3 * time.Hour), By: usage.ByHour, Group: usage.GroupLayer}, 4, 11, 49},
-		{"key by hour, one hour", usage.Query{KeyID: 1, From: t0.Add(time.Hour), To: t0.Add(2 * time.Hour), By: usage.ByHour}, 1, 2, 8},
+		{"key by hour", usage.Query{KeyID: 1, From: t0, To: t0.Add(3 * time.Hour), By: usage.ByHour}, 3, 11, 49, 13},
+		{"key by hour, layer", usage.Query{KeyID: 1, From: t0, To: t0.Add(3 * time.Hour), By: usage.ByHour, Group: usage.GroupLayer}, 4, 11, 49, 13},
+		{"key by hour, one hour", usage.Query{KeyID: 1, From: t0.Add(time.Hour), To: t0.Add(2 * time.Hour), By: usage.ByHour}, 1, 2, 8, 2},
 		// 22:00 and 23:00 fall in the 10th, 00:00 in the 11th.
-		{"key by day", usage.Query{KeyID: 1, From: day, To: day.Add(48 * time.Hour), By: usage.ByDay}, 2, 11, 49},
-		{"customer by day", usage.Query{CustomerID: 7, From: day, To: day.Add(48 * time.Hour), By: usage.ByDay}, 3, 12, 59},
-		{"everyone by day, route", usage.Query{From: day, To: day.Add(48 * time.Hour), By: usage.ByDay, Group: usage.GroupRoute}, 5, 13, 69},
+		{"key by day", usage.Query{KeyID: 1, From: day, To: day.Add(48 * time.Hour), By: usage.ByDay}, 2, 11, 49, 13},
+		{"customer by day", usage.Query{CustomerID: 7, From: day, To: day.Add(48 * time.Hour), By: usage.ByDay}, 3, 12, 59, 13},
+		{"everyone by day, route", usage.Query{From: day, To: day.Add(48 * time.Hour), By: usage.ByDay, Group: usage.GroupRoute}, 5, 13, 69, 13},
 	}
 	for name, r := range rs {
 		for _, c := range cases {
@@ -81,9 +82,9 @@ func TestUsageQueries(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				n, u := settled(got)
-				if len(got) != c.rows || n != c.requests || u != c.unit {
-					t.Errorf("%d rows, %d requests, %d units; want %d, %d, %d: %+v", len(got), n, u, c.rows, c.requests, c.unit, got)
+				n, u, o := settled(got)
+				if len(got) != c.rows || n != c.requests || u != c.unit || o != c.overage {
+					t.Errorf("%d rows, %d requests, %d units, %d overage; want %d, %d, %d, %d: %+v", len(got), n, u, o, c.rows, c.requests, c.unit, c.overage, got)
 				}
 			})
 		}

@@ -49,7 +49,10 @@
 //
 // X-Quota-Status says how the request was metered (a [Status]), on every
 // response the gate has priced: refusals (429, 422 and 503 failing
-// closed) say refused.
+// closed) say refused; a request admitted past the max of a soft limit
+// ([quota.Limit.Soft]) says overage, and that limit's r in RateLimit is
+// 0. A soft limit refuses nothing, so it is never the binding limit of
+// X-RateLimit-*: that is the one that would refuse first.
 // Refusals are RFC 9457 problem+json bodies by default; [WithErrorHandler]
 // writes them as the service likes, from typed errors: [*DeniedError],
 // [*quota.TooCostlyError], [*UnavailableError] and whatever the caller's own

@@ -257,9 +257,9 @@ func (g *Gate) ServeRequest(w http.ResponseWriter, r *http.Request, req Request,
 		if g.observed {
 			g.observe(r, Event{Kind: EventAllowed, Identity: identity, Plan: plan, Cost: m.Cost, Decision: d, Latency: time.Since(start) - waited, Waited: waited})
 		}
-		m.Status, m.Decision = StatusCharged, d
+		m.Status, m.Decision = chargedStatus(d.Receipt), d
 		g.headers.write(w.Header(), d, g.policies.policy(plan, d), &m.values)
-		setStatus(w.Header(), StatusCharged)
+		setStatus(w.Header(), m.Status)
 		g.run(w, r, next, m)
 		return
 	}

@@ -22,6 +22,10 @@ type Status string
 
 const (
 	StatusCharged Status = "charged"
+	// StatusOverage: charged, and admitted past the max of a soft limit
+	// (quota.Limit.Soft) as metered overage, where a hard one would have
+	// refused it; the receipt's Overage says how many units went past.
+	StatusOverage Status = "overage"
 	// StatusRefunded: charged, then given back, because the handler failed.
 	StatusRefunded Status = "refunded"
 	// StatusRefundPending: charged, the handler failed, and the refund did
@@ -47,6 +51,7 @@ const (
 // shared by every response: slices of one, so an append copies.
 var statusValues = map[Status][]string{
 	StatusCharged:          {string(StatusCharged)},
+	StatusOverage:          {string(StatusOverage)},
 	StatusRefunded:         {string(StatusRefunded)},
 	StatusRefundPending:    {string(StatusRefundPending)},
 	StatusUnmetered:        {string(StatusUnmetered)},
@@ -187,12 +192,15 @@ func (m *metering) settle(ctx context.Context, actual int64) error {
 		m.gate.observe(m.r, e)
 		return err
 	}
+	e.Overage = rc.Overage() - settled.Overage()
 	m.gate.observe(m.r, e)
 	m.Decision = given(m.Decision, rc.Cost()-actual)
 	m.Decision.Cost = m.Cost // X-RateLimit-Cost stays the price charged up front
 	m.Decision.Receipt = settled
 	h := m.w.Header()
 	m.gate.writeHeaders(h, m.Plan, m.Decision)
+	m.Status = chargedStatus(settled) // charged, once settled back within every limit
+	setStatus(h, m.Status)
 	h.Set(HeaderSettledCost, strconv.FormatInt(actual, 10))
 	return nil
 }
@@ -270,15 +278,24 @@ func (g *Gate) refundOnce(ctx context.Context, r *http.Request, m Metering) erro
 		back, err = g.store.Refund(ctx, rc)
 		return err
 	})
-	e := Event{Kind: EventRefunded, Identity: m.Identity, Plan: m.Plan, Cost: m.Cost, Units: rc.Cost()}
+	e := Event{Kind: EventRefunded, Identity: m.Identity, Plan: m.Plan, Cost: m.Cost, Units: rc.Cost(), Overage: rc.Overage()}
 	switch {
 	case err != nil:
-		e.Kind, e.Units, e.Err = EventRefundFailed, 0, err
+		e.Kind, e.Units, e.Overage, e.Err = EventRefundFailed, 0, 0, err
 	case !back:
-		e.Units = 0 // given back already
+		e.Units, e.Overage = 0, 0 // given back already
 	}
 	g.observe(r, e)
 	return err
+}
+
+// chargedStatus is the status of a request charged with receipt rc:
+// overage when some of it went past a soft limit.
+func chargedStatus(rc quota.Receipt) Status {
+	if rc.Overage() > 0 {
+		return StatusOverage
+	}
+	return StatusCharged
 }
 
 // given is d as it stands once units of its charge are given back.

@@ -118,6 +118,12 @@ type Event struct {
 	// Units are the units given back by a refund or a settlement, or
 	// those of a pending charge queued or made.
 	Units int64
+	// Overage is, of the Units a pending charge made (EventChargeApplied),
+	// those past a soft limit (quota.Receipt.Overage); of the Units a
+	// refund or settlement gave back, those that had gone past one (they
+	// come off the overage first). An admitted charge's own is its
+	// Decision's Receipt.Overage.
+	Overage int64
 	// Err is the failure, for EventStoreFailed, EventInvalid and the
 	// failed refunds and settlements.
 	Err error

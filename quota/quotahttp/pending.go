@@ -224,9 +224,10 @@ func (g *Gate) attempt(o owed) bool {
 		return true
 	}
 	var made bool
+	var d quota.Decision
 	err := g.call(o.r.Context(), func(ctx context.Context) error {
 		var err error
-		_, made, err = g.overdraft.ChargeOverdraft(ctx, o.m.Identity, o.m.Plan, o.cost, o.id)
+		d, made, err = g.overdraft.ChargeOverdraft(ctx, o.m.Identity, o.m.Plan, o.cost, o.id)
 		return err
 	})
 	switch {
@@ -236,6 +237,8 @@ func (g *Gate) attempt(o owed) bool {
 		e.Kind, e.Units, e.Err = EventChargeRetryFailed, 0, err
 	case !made:
 		e.Units = 0 // an earlier try was made, its answer lost
+	default:
+		e.Overage = d.Receipt.Overage()
 	}
 	g.observe(o.r, e)
 	return e.Kind != EventChargeRetryFailed
@@ -252,9 +255,10 @@ func (g *Gate) settleOnce(o owed, old bool) bool {
 		return true
 	}
 	var settled bool
+	var lowered quota.Receipt
 	err := g.call(o.r.Context(), func(ctx context.Context) error {
 		var err error
-		_, settled, err = g.store.Settle(ctx, rc, o.actual)
+		lowered, settled, err = g.store.Settle(ctx, rc, o.actual)
 		return err
 	})
 	switch {
@@ -264,6 +268,8 @@ func (g *Gate) settleOnce(o owed, old bool) bool {
 		return false // tried again
 	case !settled:
 		e.Units = 0 // settled or refunded already
+	default:
+		e.Overage = rc.Overage() - lowered.Overage()
 	}
 	g.observe(o.r, e)
 	return true
