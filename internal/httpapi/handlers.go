@@ -473,8 +473,9 @@ func (s *Server) lowerTile(ctx context.Context, r *http.Request, store quotahttp
 		return lowered
 	}
 	// In the background, retried by the gate like a refund; the observer
-	// counts the units once they are back.
-	if !s.meter.SettleLater(r, c.identity, c.plan.Quota, d, hitPrice) {
+	// counts the units once they are back, in the usage row that ctx (not
+	// the handler's r) carries.
+	if !s.meter.SettleLater(r.WithContext(ctx), c.identity, c.plan.Quota, d, hitPrice) {
 		s.log.ErrorContext(ctx, "lowering a cached tile to its price not tried: the gate owes too much already; it stays charged the miss price", "units", d.Cost-hitPrice)
 		return d
 	}
