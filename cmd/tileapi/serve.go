@@ -26,6 +26,7 @@ import (
 	"github.com/tileapi/tileapi/internal/billing"
 	"github.com/tileapi/tileapi/internal/conncap"
 	"github.com/tileapi/tileapi/internal/dataset"
+	"github.com/tileapi/tileapi/internal/dataversion"
 	"github.com/tileapi/tileapi/internal/httpapi"
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/ledger"
@@ -86,6 +87,8 @@ type serveConfig struct {
 	queryTimeout      time.Duration
 	tileCacheRedisURL string
 	tileCacheTTL      time.Duration
+	tileCacheHotMB    int           // MiB of hot tiles kept in process in front of Redis's cache
+	dataVersionEvery  time.Duration // how often the data version is read again
 
 	logLevel string
 
@@ -191,6 +194,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	boolean(&c.usage, "usage", "TILEAPI_USAGE", true, "record the usage history (GET /v1/usage, /admin/usage, tileapi usage): off records none, and those answer only what was recorded before; the quota and its ledger are the same either way")
 	dur(&c.usageRetention, "usage-retention", "TILEAPI_USAGE_RETENTION", "2160h", "how long the usage history keeps hours: in PostgreSQL, whole days past it are rolled up into days (kept); in process (no DATABASE_URL), hours past it are forgotten")
 	dur(&c.tileCacheTTL, "tile-cache-ttl", "TILEAPI_TILE_CACHE_TTL", "1h", "how long a rendered tile is cached")
+	integer(&c.tileCacheHotMB, "tile-cache-hot-mb", "TILEAPI_TILE_CACHE_HOT_MB", tilecache.DefaultHotBytes>>20, "MiB of the most asked-for tiles each server keeps in process in front of a tile cache in Redis, served and charged their hit price with no extra round trip; 0: off")
+	dur(&c.dataVersionEvery, "data-version-refresh", "TILEAPI_DATA_VERSION_REFRESH", dataversion.DefaultEvery.String(), "how often the version of the loaded data is read from the database: tiles cached before a load stop being served within it")
 	dur(&c.queryTimeout, "query-timeout", "TILEAPI_QUERY_TIMEOUT", "5s", "statement timeout of a spatial query, and the bound of a key lookup")
 	fs.IntVar(&c.dbMaxConns, "db-max-conns", 10, "most database connections; keep it below the server's max_connections")
 	unknown, perr := strconv.ParseInt(env("TILEAPI_UNKNOWN_KEYS", strconv.Itoa(httpapi.DefaultUnknownKeys)), 10, 64)
@@ -237,6 +242,9 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	}
 	if c.anonymousIPv6Prefix < 32 || c.anonymousIPv6Prefix > 128 {
 		return c, fmt.Errorf("%s: %d: want a prefix length from 32 to 128", setting("anonymous-ipv6-prefix", "TILEAPI_ANONYMOUS_IPV6_PREFIX"), c.anonymousIPv6Prefix)
+	}
+	if c.tileCacheHotMB < 0 {
+		return c, fmt.Errorf("%s: %d: want 0 (off) or a positive number", setting("tile-cache-hot-mb", "TILEAPI_TILE_CACHE_HOT_MB"), c.tileCacheHotMB)
 	}
 	if c.maxConns < 0 {
 		return c, fmt.Errorf("%s: %d: want a positive number, or 0 for one from the open-file limit", setting("max-conns", "TILEAPI_MAX_CONNS"), c.maxConns)
@@ -413,7 +421,7 @@ func openQuota(ctx context.Context, c serveConfig, cfg *httpapi.Config, o *opene
 	}
 	cfg.Quota = quota.NewRedis(rdb, quota.WithPrefix(c.redisPrefix+"q:"))
 	cfg.InFlight = inflight.NewRedis(rdb, inflight.WithLease(c.inFlightLease), inflight.WithPrefix(c.redisPrefix+"f:"))
-	cfg.TileCache = tilecache.NewRedis(rdb, c.redisPrefix+"tile:", c.tileCacheTTL)
+	cfg.TileCache = hotTiles(tilecache.NewRedis(rdb, c.redisPrefix+"tile:", c.tileCacheTTL), c.tileCacheHotMB)
 	cfg.Ready = append(cfg.Ready, httpapi.Check{
 		Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		Optional: !cfg.FailClosed, // fail-open still serves without it
@@ -439,13 +447,22 @@ func openTileCache(ctx context.Context, c serveConfig, cfg *httpapi.Config, o *o
 	if err := pingRedis(ctx, cache); err != nil {
 		log.Error("TILEAPI_TILE_CACHE_REDIS_URL does not answer at startup: every tile is a miss until it answers", "err", err)
 	}
-	cfg.TileCache = apartCache{tilecache.NewRedis(cache, c.redisPrefix+"tile:", c.tileCacheTTL)}
+	cfg.TileCache = apartCache{hotTiles(tilecache.NewRedis(cache, c.redisPrefix+"tile:", c.tileCacheTTL), c.tileCacheHotMB)}
 	cfg.Ready = append(cfg.Ready, httpapi.Check{
 		Name: "tile-cache", Ping: func(ctx context.Context) error { return cache.Ping(ctx).Err() },
 		Optional: true, // a tile cache that fails is a miss
 		Timeout:  c.quotaTimeout,
 	})
 	return nil
+}
+
+// hotTiles is r with its hottest mb MiB of tiles kept in process too,
+// unless mb is 0.
+func hotTiles(r *tilecache.Redis, mb int) httpapi.TileCache {
+	if mb == 0 {
+		return r
+	}
+	return tilecache.NewHot(r, mb<<20)
 }
 
 // openData sets the spatial backend and returns the key store: PostGIS
@@ -462,7 +479,7 @@ func openData(ctx context.Context, c serveConfig, cfg *httpapi.Config, rdb redis
 			return nil, err
 		}
 		cfg.Geofence, cfg.Tiles = geofence.NewMemory(d), tiles.NewMemory(d)
-		cfg.DataVersion = "embedded"
+		cfg.DataVersion = dataversion.Fixed("embedded")
 		hist := usagehist.NewMemory(c.usageRetention, usagehist.DefaultMaxRows, nil)
 		cfg.Usage, cfg.UsageReader = recorder(c, hist), hist
 		log.Info("no DATABASE_URL: serving the bundled dataset from memory; keys live in memory",
@@ -479,7 +496,12 @@ func openData(ctx context.Context, c serveConfig, cfg *httpapi.Config, rdb redis
 	o.onClose(pool.Close)
 	o.reserve += c.dbMaxConns
 	cfg.Geofence, cfg.Tiles = geofence.NewPostGIS(pool, c.queryTimeout), tiles.NewPostGIS(pool, c.queryTimeout)
-	if cfg.DataVersion, err = seed.Version(ctx, pool); err != nil {
+	// Read again on an interval, so a load shows without a restart, and
+	// no request waits for it.
+	vctx, stopVersion := context.WithCancel(ctx)
+	o.onClose(stopVersion)
+	read := func(ctx context.Context) (string, error) { return seed.Version(ctx, pool) }
+	if cfg.DataVersion, err = dataversion.Start(vctx, read, c.dataVersionEvery, log); err != nil {
 		return nil, err
 	}
 	if err := openSources(ctx, c, cfg, pool, o, log); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/internal/dataset"
+	"github.com/tileapi/tileapi/internal/dataversion"
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/internal/spatialtest"
@@ -95,7 +96,7 @@ func withPostGIS() option {
 	return func(t *testing.T, c *Config) {
 		pool, _ := spatialtest.Loaded(t)
 		c.Geofence, c.Tiles = geofence.NewPostGIS(pool, 5*time.Second), tiles.NewPostGIS(pool, 5*time.Second)
-		c.DataVersion = "postgis"
+		c.DataVersion = dataversion.Fixed("postgis")
 	}
 }
 
@@ -130,7 +131,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 		Keys:        keys.NewIndex(ks, 50*time.Millisecond),
 		KeyAdmin:    ks,
 		Plans:       ps,
-		DataVersion: "test",
+		DataVersion: dataversion.Fixed("test"),
 		AdminToken:  "admin-secret",
 		Registry:    reg,
 		// Roomy, so that a busy machine does not fail tests that are not

@@ -22,6 +22,7 @@ import (
 
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/internal/dataset"
+	"github.com/tileapi/tileapi/internal/dataversion"
 	"github.com/tileapi/tileapi/internal/httpapi"
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/plans"
@@ -106,7 +107,7 @@ func newFuzzServer(tb testing.TB, mod func(*httpapi.Config)) http.Handler {
 		Keys:        index,
 		KeyAdmin:    ks,
 		Plans:       ps,
-		DataVersion: "fuzz",
+		DataVersion: dataversion.Fixed("fuzz"),
 		AdminToken:  fuzzAdmin,
 		// One handler for every route the fuzzers send.
 		AdminOnPublic: true,

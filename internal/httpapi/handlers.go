@@ -256,8 +256,16 @@ func (s *Server) handleTile(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// hotCache is a tile cache that holds the hottest tiles in process:
+// tilecache.Hot. A tile found there is known a hit before the charge, and
+// charged its hit price in it.
+type hotCache interface {
+	Local(key string) ([]byte, bool)
+}
+
 // alongCache is a tile cache in the quota's own Redis, whose lookup can
-// travel in the round trip of the charge: tilecache.Redis.
+// travel in the round trip of the charge: tilecache.Redis or
+// tilecache.Hot.
 type alongCache interface {
 	Along(key string) *tilecache.Read
 }
@@ -278,11 +286,13 @@ type tileLookup struct {
 }
 
 // tileRequest prices a tile by whether the cache holds it, and renders and
-// caches it on a miss. With the cache in Redis the lookup rides with the
-// charge (see chargeTile): one round trip for a hit and for a miss. With
-// the cache in process it is looked up first, for nothing.
+// caches it on a miss. A tile held in process (the cache in process, or
+// a hot tile of tilecache.Hot) is found first, for nothing, and charged
+// its price in one charge. Else, with the cache in Redis, the lookup rides
+// with the charge (see chargeTile): one round trip for a hit and for a
+// miss.
 func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile.Tile, params tiles.Params) metered {
-	lk := &tileLookup{key: fmt.Sprintf("%s/%s/%d/%d/%d", s.cfg.DataVersion, l.Name, t.Z, t.X, t.Y)}
+	lk := &tileLookup{key: fmt.Sprintf("%s/%s/%d/%d/%d", s.cfg.DataVersion.Current(), l.Name, t.Z, t.X, t.Y)}
 	if k := params.Key(); k != "" {
 		lk.key += "?" + k
 	}
@@ -325,6 +335,13 @@ func (s *Server) tileRequest(r *http.Request, c caller, l tiles.Layer, t maptile
 			}, nil
 		},
 	}
+	if h, ok := s.cfg.TileCache.(hotCache); ok {
+		if body, hit := h.Local(lk.key); hit {
+			s.looked(r.Context(), lk, body, true, nil)
+			m.cost = cachedPrice(c, lk, hitPrice)
+			return m
+		}
+	}
 	p, ok := s.cfg.TileCache.(alongCache)
 	if !ok {
 		if s.lookUp(r.Context(), lk); lk.hit {
@@ -364,7 +381,7 @@ func (s *Server) chargeLookingUp(ctx context.Context, store quotahttp.Store, c c
 		read = p.Along(lk.key)
 	)
 	if with, ok := store.(chargerWith); ok {
-		d, sent, err = with.ChargeWith(ctx, c.identity, c.plan.Quota, missPrice, read.Cmd())
+		d, sent, err = with.ChargeWith(ctx, c.identity, c.plan.Quota, missPrice, read.Cmds()...)
 	} else {
 		d, err = store.Charge(ctx, c.identity, c.plan.Quota, missPrice)
 	}
@@ -456,8 +473,9 @@ func (s *Server) lowerTile(ctx context.Context, r *http.Request, store quotahttp
 		return lowered
 	}
 	// In the background, retried by the gate like a refund; the observer
-	// counts the units once they are back.
-	if !s.meter.SettleLater(r, c.identity, c.plan.Quota, d, hitPrice) {
+	// counts the units once they are back, in the usage row that ctx (not
+	// the handler's r) carries.
+	if !s.meter.SettleLater(r.WithContext(ctx), c.identity, c.plan.Quota, d, hitPrice) {
 		s.log.ErrorContext(ctx, "lowering a cached tile to its price not tried: the gate owes too much already; it stays charged the miss price", "units", d.Cost-hitPrice)
 		return d
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/internal/billing"
 	"github.com/tileapi/tileapi/internal/dataset"
+	"github.com/tileapi/tileapi/internal/dataversion"
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/internal/tokens"
@@ -59,10 +60,17 @@ type Tiles interface {
 	Tile(ctx context.Context, l tiles.Layer, t maptile.Tile) ([]byte, error)
 }
 
-// TileCache holds rendered tiles: tilecache.Redis or tilecache.Memory.
+// TileCache holds rendered tiles: tilecache.Hot, tilecache.Redis or
+// tilecache.Memory.
 type TileCache interface {
 	Get(ctx context.Context, key string) ([]byte, bool, error)
 	Set(ctx context.Context, key string, tile []byte) error
+}
+
+// DataVersion tells the version of the loaded data as it stands, with no
+// I/O: a *dataversion.Watch, or a dataversion.Fixed.
+type DataVersion interface {
+	Current() string
 }
 
 // Keys finds presented API keys: a keys.Index.
@@ -148,8 +156,9 @@ type Config struct {
 	// Ready lists what /readyz pings.
 	Ready []Check
 	// DataVersion keys the tile cache, so tiles of old data are never
-	// served after a load.
-	DataVersion string
+	// served after a load: a *dataversion.Watch, or a dataversion.Fixed;
+	// nil for one that never changes.
+	DataVersion DataVersion
 
 	// NoAnonymous refuses requests without a key (401) instead of charging
 	// them to the anonymous plan by client IP.
@@ -305,6 +314,9 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.DataVersion == nil {
+		cfg.DataVersion = dataversion.Fixed("")
 	}
 	switch {
 	case cfg.Usage == nil && cfg.UsageReader == nil:

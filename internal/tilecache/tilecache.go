@@ -1,6 +1,6 @@
 // Package tilecache holds rendered tiles for a while, so a tile asked for
 // again is served without touching the database: in Redis, shared by every
-// server, or in process.
+// server, in process, or in Redis with the hot tiles in process too (Hot).
 package tilecache
 
 import (
@@ -23,6 +23,7 @@ const DefaultTTL = time.Hour
 type rediser interface {
 	Get(ctx context.Context, key string) *redis.StringCmd
 	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
+	Pipeline() redis.Pipeliner // for Hot's GET and PTTL in one trip
 }
 
 // Redis caches tiles in Redis under a prefix, each for ttl.
@@ -45,21 +46,42 @@ func (c *Redis) Get(ctx context.Context, key string) ([]byte, bool, error) {
 
 // Along returns a read of key for the caller to send with another command
 // in one round trip (quota.Redis.ChargeWith sends it with a charge): the
-// command to send and, once it went, its result. It fits only a caller
+// commands to send and, once they went, the result. It fits only a caller
 // whose commands go to the cache's own Redis.
 func (c *Redis) Along(key string) *Read {
-	return &Read{cmd: redis.NewStringCmd(context.Background(), "get", c.prefix+key)}
+	return &Read{get: c.getCmd(key)}
+}
+
+func (c *Redis) getCmd(key string) *redis.StringCmd {
+	return redis.NewStringCmd(context.Background(), "get", c.prefix+key)
 }
 
 // Read is a tile lookup sent along with another command (see Along).
-type Read struct{ cmd *redis.StringCmd }
+type Read struct {
+	get *redis.StringCmd
+	// With a Hot cache: the tile's time to live, read in the same trip,
+	// and where a tile found is kept in process.
+	ttl  *redis.DurationCmd
+	keep func(tile []byte, ttl time.Duration)
+}
 
-// Cmd is the command to send.
-func (r *Read) Cmd() redis.Cmder { return r.cmd }
+// Cmds are the commands to send.
+func (r *Read) Cmds() []redis.Cmder {
+	if r.ttl == nil {
+		return []redis.Cmder{r.get}
+	}
+	return []redis.Cmder{r.get, r.ttl}
+}
 
-// Result returns the tile, and whether there was one, once the command
+// Result returns the tile, and whether there was one, once the commands
 // went.
-func (r *Read) Result() ([]byte, bool, error) { return result(r.cmd) }
+func (r *Read) Result() ([]byte, bool, error) {
+	tile, ok, err := result(r.get)
+	if ok && r.keep != nil {
+		r.keep(tile, r.ttl.Val())
+	}
+	return tile, ok, err
+}
 
 func result(cmd *redis.StringCmd) ([]byte, bool, error) {
 	b, err := cmd.Bytes()
@@ -81,7 +103,8 @@ func (c *Redis) Set(ctx context.Context, key string, tile []byte) error {
 }
 
 // Memory caches tiles in process, least recently used first out once their
-// total size passes a bound.
+// total size passes a bound. Its bound counts the tiles' bytes, not the
+// bookkeeping of each (a key and about 150 bytes).
 type Memory struct {
 	maxBytes int
 	ttl      time.Duration
@@ -126,20 +149,25 @@ func (c *Memory) Get(_ context.Context, key string) ([]byte, bool, error) {
 // Set stores tile under key; a tile larger than the whole cache is not kept.
 // It never fails.
 func (c *Memory) Set(_ context.Context, key string, tile []byte) error {
+	c.setFor(key, tile, c.ttl)
+	return nil
+}
+
+// setFor stores tile under key for ttl.
+func (c *Memory) setFor(key string, tile []byte, ttl time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.byKey[key]; ok {
 		c.remove(el)
 	}
-	if len(tile) > c.maxBytes {
-		return nil
+	if len(tile) > c.maxBytes || ttl <= 0 {
+		return
 	}
-	c.byKey[key] = c.order.PushFront(&entry{key: key, tile: tile, expires: c.now().Add(c.ttl)})
+	c.byKey[key] = c.order.PushFront(&entry{key: key, tile: tile, expires: c.now().Add(ttl)})
 	c.bytes += len(tile)
 	for c.bytes > c.maxBytes {
 		c.remove(c.order.Back())
 	}
-	return nil
 }
 
 func (c *Memory) remove(el *list.Element) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/internal/dataset"
+	"github.com/tileapi/tileapi/internal/dataversion"
 	"github.com/tileapi/tileapi/internal/httpapi"
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/plans"
@@ -176,7 +177,7 @@ func mapLibreService(t testing.TB, d *dataset.Dataset, layers *tiles.Catalog, se
 		Keys:        keys.NewIndex(store, time.Minute),
 		KeyAdmin:    store,
 		Plans:       plans.Defaults(),
-		DataVersion: "test",
+		DataVersion: dataversion.Fixed("test"),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tileapi/tileapi/geofence"
 	"github.com/tileapi/tileapi/internal/dataset"
+	"github.com/tileapi/tileapi/internal/dataversion"
 	"github.com/tileapi/tileapi/internal/httpapi"
 	"github.com/tileapi/tileapi/internal/keys"
 	"github.com/tileapi/tileapi/internal/plans"
@@ -305,7 +306,7 @@ func newService(t testing.TB, opts ...func(*httpapi.Config)) http.Handler {
 		Keys:        index,
 		KeyAdmin:    store,
 		Plans:       ps,
-		DataVersion: "test",
+		DataVersion: dataversion.Fixed("test"),
 		DemoKey:     "demo-free",
 	}
 	for _, o := range opts {
