@@ -43,6 +43,9 @@ type FleetConfig struct {
 	// LayersFile is the servers' layers file (TILEAPI_LAYERS_FILE), such as
 	// WriteTableLayer writes; empty: the bundled layers alone.
 	LayersFile string
+	// Env is more environment for every instance (TILEAPI_TILE_CACHE_TTL,
+	// TILEAPI_PPROF_ADDR, ...).
+	Env []string
 	Logs       io.Writer // the servers' output
 }
 
@@ -74,6 +77,7 @@ func StartFleet(ctx context.Context, c FleetConfig) (*Fleet, error) {
 		"TILEAPI_ADMIN_TOKEN=" + f.AdminToken, "TILEAPI_QUOTA_FAILURE=closed", "TILEAPI_QUOTA_TIMEOUT=" + c.QuotaTimeout,
 		"TILEAPI_REDIS_PREFIX=" + c.RedisPrefix, "TILEAPI_LAYERS_FILE=" + c.LayersFile,
 	}
+	env = append(env, c.Env...)
 	if c.RedisPrefix != "" {
 		f.QuotaPrefix = c.RedisPrefix + "q:"
 	}
