@@ -45,8 +45,8 @@ type FleetConfig struct {
 	LayersFile string
 	// Env is more environment for every instance (TILEAPI_TILE_CACHE_TTL,
 	// TILEAPI_PPROF_ADDR, ...).
-	Env []string
-	Logs       io.Writer // the servers' output
+	Env  []string
+	Logs io.Writer // the servers' output
 }
 
 // StartFleet starts the servers in parallel. Without a database their keys
