@@ -43,6 +43,8 @@ type MissPhase struct {
 	Zoom     int           `json:"zoom"`
 	Gzip     bool          `json:"gzip"`
 	Round    int           `json:"round"`
+	Start    time.Time     `json:"start"` // to line the phase up with other measures (CPU time)
+	Elapsed  time.Duration `json:"elapsed_ns"`
 	Requests int           `json:"requests"`
 	Errors   int           `json:"errors"` // anything but a 200
 	Other    int           `json:"other"`  // tileapi answers not marked MISS
@@ -99,7 +101,7 @@ func missPhase(ctx context.Context, hc *http.Client, c MissesConfig, s Setup, z 
 			return fetchMiss(ctx, hc, s, s.tilePath(t), gz)
 		})
 	elapsed := time.Since(t0)
-	p := MissPhase{Setup: s.Name, Zoom: int(z.Zoom), Gzip: gz, Round: round}
+	p := MissPhase{Setup: s.Name, Zoom: int(z.Zoom), Gzip: gz, Round: round, Start: t0, Elapsed: elapsed}
 	var lat []time.Duration
 	var bytes int
 	for _, r := range results {
