@@ -34,6 +34,12 @@ type MissesConfig struct {
 	// within a round, so that a ratio compares phases run side by side.
 	Rounds   int
 	Progress io.Writer
+	// CPU, if set, returns the CPU time each process on a tile's path
+	// (each server, PostgreSQL, Redis, the load tool) has used so far, by
+	// name: a phase then records what each used during it, a request. On a
+	// machine shared with other work, req/s measures the share each server
+	// got as much as the server; CPU time a request does not.
+	CPU func(context.Context) (map[string]time.Duration, error)
 }
 
 // MissPhase is what one setup did in one phase: one zoom, one encoding,
@@ -52,6 +58,9 @@ type MissPhase struct {
 	P50      time.Duration `json:"p50_ns"`
 	P99      time.Duration `json:"p99_ns"`
 	Bytes    float64       `json:"bytes"` // mean body size as sent, gzipped or not
+	// CPU is the CPU time each process (MissesConfig.CPU) used during the
+	// phase, a request answered.
+	CPU map[string]time.Duration `json:"cpu_ns,omitempty"`
 }
 
 // Misses measures tile misses on every setup of every zoom, without
@@ -64,6 +73,13 @@ type MissPhase struct {
 func Misses(ctx context.Context, c MissesConfig) ([]MissPhase, error) {
 	if len(c.Zooms) == 0 || c.Clients < 1 || c.Phase <= 0 || c.Rounds < 1 {
 		return nil, errors.New("loadtest: misses needs zooms, clients, a phase and rounds")
+	}
+	for _, z := range c.Zooms {
+		for _, s := range z.Setups {
+			if c.CPU != nil && slices.Contains([]string{CPUPostgres, CPURedis, CPULoadTool}, s.Name) {
+				return nil, fmt.Errorf("loadtest: misses: setup %q has the name of a shared process", s.Name)
+			}
+		}
 	}
 	hc := newHTTPClient(c.Clients)
 	hc.Transport.(*http.Transport).DisableCompression = true // the body as sent
@@ -83,7 +99,11 @@ func Misses(ctx context.Context, c MissesConfig) ([]MissPhase, error) {
 					if err := CheckLoopback(s.URL); err != nil {
 						return nil, err
 					}
-					out = append(out, missPhase(ctx, hc, c, s, z, gz, round, start.IntN(len(z.Tiles))))
+					p, err := missPhase(ctx, hc, c, s, z, gz, round, start.IntN(len(z.Tiles)))
+					if err != nil {
+						return nil, err
+					}
+					out = append(out, p)
 				}
 			}
 		}
@@ -91,7 +111,14 @@ func Misses(ctx context.Context, c MissesConfig) ([]MissPhase, error) {
 	return out, nil
 }
 
-func missPhase(ctx context.Context, hc *http.Client, c MissesConfig, s Setup, z MissZoom, gz bool, round, first int) MissPhase {
+func missPhase(ctx context.Context, hc *http.Client, c MissesConfig, s Setup, z MissZoom, gz bool, round, first int) (MissPhase, error) {
+	var cpu0 map[string]time.Duration
+	if c.CPU != nil {
+		var err error
+		if cpu0, err = c.CPU(ctx); err != nil {
+			return MissPhase{}, err
+		}
+	}
 	var drawn atomic.Int64
 	label := fmt.Sprintf("%s z%d gzip=%t", s.Name, z.Zoom, gz)
 	t0 := time.Now()
@@ -122,7 +149,17 @@ func missPhase(ctx context.Context, hc *http.Client, c MissesConfig, s Setup, z 
 		p.P50, p.P99 = lat[len(lat)/2], lat[len(lat)*99/100]
 		p.Bytes = float64(bytes) / float64(len(lat))
 	}
-	return p
+	if c.CPU != nil && len(lat) > 0 {
+		cpu1, err := c.CPU(ctx)
+		if err != nil {
+			return MissPhase{}, err
+		}
+		p.CPU = map[string]time.Duration{}
+		for name, t := range cpu1 {
+			p.CPU[name] = (t - cpu0[name]) / time.Duration(len(results))
+		}
+	}
+	return p, nil
 }
 
 // fetchMiss asks s for path, gzip-encoded if gz, and reads the whole body.
@@ -218,6 +255,74 @@ func WriteMissesTable(w io.Writer, phases []MissPhase, versus string) error {
 			fmt.Fprintf(w, "| z%d | %s | %s | %s | %s | %.0f | %s | %s | %d, %d |\n",
 				k.zoom, enc, name, thousands(m.RPS), ms(m.P50), m.Bytes, ratio, rounds, m.Errors, m.Other)
 		}
+	}
+	return nil
+}
+
+// Shared processes of MissesConfig.CPU, beside each setup's server under
+// its setup's name.
+const (
+	CPUPostgres = "postgres"
+	CPURedis    = "redis"
+	CPULoadTool = "load tool"
+)
+
+// WriteMissesCPUTable writes the CPU time a request of phases (measured
+// with MissesConfig.CPU) as a Markdown table, a row for each zoom,
+// encoding and setup: the mean over the rounds of its own server's,
+// PostgreSQL's, Redis's and the load tool's, their total, and how many
+// requests it serves for the CPU time versus takes for one: what its req/s
+// over versus's would be on a machine that ran nothing else.
+func WriteMissesCPUTable(w io.Writer, phases []MissPhase, versus string) error {
+	type key struct {
+		zoom  int
+		gzip  bool
+		setup string
+	}
+	var keys []key
+	sums := map[key]map[string]time.Duration{}
+	rounds := map[key]int{}
+	for _, p := range phases {
+		if p.CPU == nil {
+			return fmt.Errorf("loadtest: %s z%d: no CPU time measured", p.Setup, p.Zoom)
+		}
+		k := key{p.Zoom, p.Gzip, p.Setup}
+		if sums[k] == nil {
+			keys, sums[k] = append(keys, k), map[string]time.Duration{}
+		}
+		rounds[k]++
+		for _, name := range []string{p.Setup, CPUPostgres, CPURedis, CPULoadTool} {
+			sums[k][name] += p.CPU[name]
+		}
+	}
+	// total returns the mean milliseconds a request of each process, and
+	// their sum.
+	total := func(k key) (server, pg, redis, tool, all float64) {
+		ms := func(name string) float64 {
+			return float64(sums[k][name]) / float64(rounds[k]) / float64(time.Millisecond)
+		}
+		server, pg, redis, tool = ms(k.setup), ms(CPUPostgres), ms(CPURedis), ms(CPULoadTool)
+		return server, pg, redis, tool, server + pg + redis + tool
+	}
+	fmt.Fprintf(w, "| zoom | encoding | setup | server | PostgreSQL | Redis | load tool | total | %s's total over this |\n", versus)
+	fmt.Fprintln(w, "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, k := range keys {
+		ref := k
+		ref.setup = versus
+		if sums[ref] == nil {
+			return fmt.Errorf("loadtest: no phase of %s at z%d to compare with", versus, k.zoom)
+		}
+		enc := "identity"
+		if k.gzip {
+			enc = "gzip"
+		}
+		server, pg, redis, tool, all := total(k)
+		ratio := ""
+		if k.setup != versus {
+			_, _, _, _, refAll := total(ref)
+			ratio = fmt.Sprintf("%.2fx", refAll/all)
+		}
+		fmt.Fprintf(w, "| z%d | %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", k.zoom, enc, k.setup, server, pg, redis, tool, all, ratio)
 	}
 	return nil
 }

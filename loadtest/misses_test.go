@@ -2,7 +2,9 @@ package loadtest
 
 import (
 	"context"
+	"io"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +15,9 @@ import (
 )
 
 // A small run of Misses: with a tile cache whose tiles last a
-// millisecond, tileapi renders every tile it is asked for, at z3 whose 38
-// tiles repeat within a phase as at z10; each setup is measured on each
-// zoom, without compression and with gzip, and the table compares them.
+// millisecond, tileapi renders every tile it is asked for, however often;
+// each setup is measured on each zoom, without compression and with gzip,
+// and the tables compare them, in req/s and in CPU time.
 func TestMisses(t *testing.T) {
 	ctx := context.Background()
 	dbURL, pool := loadedSchema(t)
@@ -24,7 +26,7 @@ func TestMisses(t *testing.T) {
 	red := startFleet(t, FleetConfig{DatabaseURL: dbURL, RedisURL: testenv.RedisURL(t), Instances: 1, Plan: plan, Keys: 1, QuotaTimeout: "2s", Env: env})
 	mem := startFleet(t, FleetConfig{DatabaseURL: dbURL, Instances: 1, Plan: plan, Keys: 1, QuotaTimeout: "2s", Env: env})
 	setups := []Setup{
-		{Name: "redis", URL: red.URLs()[0], Secret: red.Keys[0].Secret},
+		{Name: "cache in redis", URL: red.URLs()[0], Secret: red.Keys[0].Secret},
 		{Name: "in process", URL: mem.URLs()[0], Secret: mem.Keys[0].Secret},
 	}
 	var zooms []MissZoom
@@ -35,21 +37,50 @@ func TestMisses(t *testing.T) {
 		}
 		zooms = append(zooms, MissZoom{Zoom: z, Tiles: tiles[:min(len(tiles), 200)], Setups: setups})
 	}
-	phases, err := Misses(ctx, MissesConfig{Zooms: zooms, Clients: 2, Phase: 300 * time.Millisecond, Rounds: 2})
+	pids := map[string]int{"cache in redis": red.Instances[0].Pid(), "in process": mem.Instances[0].Pid(), CPULoadTool: os.Getpid()}
+	cpu := func(context.Context) (map[string]time.Duration, error) {
+		out := map[string]time.Duration{}
+		for name, pid := range pids {
+			t, err := ProcessCPU(pid)
+			if err != nil {
+				return nil, err
+			}
+			out[name] = t
+		}
+		return out, nil
+	}
+	phases, err := Misses(ctx, MissesConfig{Zooms: zooms, Clients: 2, Phase: time.Second, Rounds: 2, CPU: cpu})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(phases) != 2*2*2*2 {
 		t.Fatalf("%d phases, want 16 (2 rounds, zooms, encodings and setups)", len(phases))
 	}
+	used := map[string]time.Duration{}
+	z3 := map[string]int{}
 	for _, p := range phases {
 		// A tile written and read back within its millisecond is a hit;
-		// two clients walking 38 tiles ask again only long after.
+		// two clients walking 38 tiles or more ask again only long after.
 		if p.Requests == 0 || p.Errors > 0 || p.Other > p.Requests/20 || p.Bytes <= 0 {
 			t.Errorf("%+v: want misses only, all served", p)
 		}
-		if p.Zoom == 3 && p.Requests <= 38 {
-			t.Errorf("%+v: want the 38 tiles of z3 asked for more than once", p)
+		for name, d := range p.CPU {
+			used[name] += d
+		}
+		if p.Zoom == 3 {
+			z3[p.Setup] += p.Requests
+		}
+	}
+	for _, s := range setups {
+		if z3[s.Name] <= 38 {
+			t.Errorf("%s: %d misses at z3: want its 38 tiles asked for more than once", s.Name, z3[s.Name])
+		}
+	}
+	// A phase may fall between two of the kernel's 10 ms ticks; the run
+	// does not.
+	for _, name := range []string{"cache in redis", "in process", CPULoadTool} {
+		if used[name] <= 0 {
+			t.Errorf("%s: no CPU time measured over the run", name)
 		}
 	}
 	var md strings.Builder
@@ -57,13 +88,23 @@ func TestMisses(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + md.String())
-	for _, want := range []string{"over in process", "| z3 | identity | redis |", "| z10 | gzip | in process |"} {
+	for _, want := range []string{"over in process", "| z3 | identity | cache in redis |", "| z10 | gzip | in process |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("the table lacks %q", want)
 		}
 	}
-	if err := WriteMissesTable(&md, phases, "pg_tileserv"); err == nil {
-		t.Error("a table against a setup not measured: want an error")
+	md.Reset()
+	if err := WriteMissesCPUTable(&md, phases, "in process"); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + md.String())
+	if !strings.Contains(md.String(), "| z10 | gzip | cache in redis |") {
+		t.Errorf("the CPU table lacks z10 gzip cache in redis")
+	}
+	for _, write := range []func(io.Writer, []MissPhase, string) error{WriteMissesTable, WriteMissesCPUTable} {
+		if err := write(io.Discard, phases, "pg_tileserv"); err == nil {
+			t.Error("a table against a setup not measured: want an error")
+		}
 	}
 }
 
@@ -92,5 +133,27 @@ func TestTileservZoomPath(t *testing.T) {
 		if !strings.HasPrefix(p, TileservPath("public")) {
 			t.Errorf("z%d: %s does not extend %s", c.z, p, TileservPath("public"))
 		}
+	}
+}
+
+// ProcessCPU reads this process's CPU time, which grows as it works, and
+// fails on a process that does not exist.
+func TestProcessCPU(t *testing.T) {
+	before, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for x, start := 0, time.Now(); time.Since(start) < 100*time.Millisecond; x++ {
+		_ = x * x
+	}
+	after, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after <= before {
+		t.Errorf("CPU time %v after 100 ms of work, %v before", after, before)
+	}
+	if _, err := ProcessCPU(1 << 30); err == nil {
+		t.Error("a process that does not exist: want an error")
 	}
 }

@@ -4,7 +4,11 @@
 // two taking turns in every round. tileapi runs with a tile cache TTL of a
 // millisecond, so every tile it is asked for is rendered and written to
 // Redis: the whole cost of a miss, on tiles that may repeat (z3 has at
-// most 64). See docs/benchmarks.md.
+// most 64). Beside req/s it reports the CPU time a request of each process
+// on the path (the server, PostgreSQL's backends, Redis, itself), read from
+// /proc: on a machine shared with other work req/s measures the share of
+// the CPU each server got as much as the server, CPU time a request does
+// not. See docs/benchmarks.md.
 //
 //	go run ./loadtest/cmd/tilemisses -database-url URL -pg-tileserv BIN [-zooms 10,6,3] [-clients 16] [-phase 3s] [-rounds 2]
 package main
@@ -25,8 +29,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/paulmach/orb/maptile"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tileapi/tileapi/internal/seed"
 	"github.com/tileapi/tileapi/loadtest"
@@ -85,6 +91,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 	}
+	redisOpt, err := goredis.ParseURL(*redis)
+	if err != nil {
+		return fmt.Errorf("-redis-url: %w", err)
+	}
 	tmp, err := os.MkdirTemp("", "tilemisses-")
 	if err != nil {
 		return err
@@ -118,6 +128,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		bins["before"] = *before
 	}
 	var apis []loadtest.Setup
+	pids := map[string]int{}
 	for _, name := range []string{"tileapi", "before"} {
 		if bins[name] == "" {
 			continue
@@ -140,12 +151,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		defer f.Stop()
 		apis = append(apis, loadtest.Setup{Name: name, URL: f.URLs()[0], Secret: f.Keys[0].Secret})
+		pids[name] = f.Instances[0].Pid()
 	}
 	ts, err := loadtest.StartTileserv(ctx, *tileserv, *databaseURL, *conns, io.Discard)
 	if err != nil {
 		return err
 	}
 	defer ts.Stop()
+	pids["pg_tileserv"] = ts.Pid()
+	rdb := goredis.NewClient(redisOpt)
+	defer rdb.Close()
+	redisPid, err := redisPID(ctx, rdb)
+	if err != nil {
+		return err
+	}
+	pids[loadtest.CPURedis], pids[loadtest.CPULoadTool] = redisPid, os.Getpid()
 	var mz []loadtest.MissZoom
 	for _, z := range zooms {
 		tiles, err := loadtest.PlacesTiles(ctx, pool, z, uint64(z))
@@ -168,7 +188,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		mz = append(mz, loadtest.MissZoom{Zoom: z, Tiles: tiles, Setups: append(slices.Clone(apis), pgts)})
 	}
-	phases, err := loadtest.Misses(ctx, loadtest.MissesConfig{Zooms: mz, Clients: *clients, Phase: *phase, Rounds: *rounds, Progress: stderr})
+	cpu := func(ctx context.Context) (map[string]time.Duration, error) { return cpuTimes(ctx, pool, pids) }
+	phases, err := loadtest.Misses(ctx, loadtest.MissesConfig{Zooms: mz, Clients: *clients, Phase: *phase, Rounds: *rounds, Progress: stderr, CPU: cpu})
 	if err != nil {
 		return err
 	}
@@ -183,5 +204,55 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	fmt.Fprintf(stdout, "`go run ./loadtest/cmd/tilemisses %s`: %d clients, %v a phase, %d rounds, pg_tileserv pool %d\n\n",
 		strings.Join(args, " "), *clients, *phase, *rounds, *conns)
-	return loadtest.WriteMissesTable(stdout, phases, "pg_tileserv")
+	if err := loadtest.WriteMissesTable(stdout, phases, "pg_tileserv"); err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, "\nCPU milliseconds a request, by process (PostgreSQL: the database's backends):\n\n")
+	return loadtest.WriteMissesCPUTable(stdout, phases, "pg_tileserv")
+}
+
+// backendsSQL lists the database's backends but the one asking.
+const backendsSQL = `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
+
+// cpuTimes returns the CPU time used so far by each process of pids, and
+// by the backends of pool's database as CPUPostgres: during a phase only
+// the measured server's connections work, and a backend that was not there
+// at its start counts whole.
+func cpuTimes(ctx context.Context, pool *pgxpool.Pool, pids map[string]int) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	for name, pid := range pids {
+		t, err := loadtest.ProcessCPU(pid)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = t
+	}
+	rows, err := pool.Query(ctx, backendsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("backends: %w", err)
+	}
+	backends, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("backends: %w", err)
+	}
+	for _, pid := range backends {
+		if t, err := loadtest.ProcessCPU(int(pid)); err == nil { // gone since: its time is lost either way
+			out[loadtest.CPUPostgres] += t
+		}
+	}
+	return out, nil
+}
+
+// redisPID is the process id of the Redis rdb talks to (INFO server).
+func redisPID(ctx context.Context, rdb *goredis.Client) (int, error) {
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, fmt.Errorf("-redis-url: %w", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("-redis-url: INFO server names no process_id")
 }
