@@ -48,7 +48,10 @@ type FleetConfig struct {
 	LayersFile string
 	// NoUsage turns the servers' usage history off (TILEAPI_USAGE=off).
 	NoUsage bool
-	Logs    io.Writer // the servers' output
+	// Env is more environment for every instance (TILEAPI_TILE_CACHE_TTL,
+	// TILEAPI_PPROF_ADDR, ...).
+	Env  []string
+	Logs io.Writer // the servers' output
 }
 
 // StartFleet starts the servers in parallel. Without a database their keys
@@ -86,6 +89,7 @@ func StartFleet(ctx context.Context, c FleetConfig) (*Fleet, error) {
 		"TILEAPI_ADMIN_TOKEN=" + f.AdminToken, "TILEAPI_QUOTA_FAILURE=closed", "TILEAPI_QUOTA_TIMEOUT=" + c.QuotaTimeout,
 		"TILEAPI_REDIS_PREFIX=" + c.RedisPrefix, "TILEAPI_LAYERS_FILE=" + c.LayersFile, "TILEAPI_USAGE=" + usage,
 	}
+	env = append(env, c.Env...)
 	if c.RedisPrefix != "" {
 		f.QuotaPrefix = c.RedisPrefix + "q:"
 	}

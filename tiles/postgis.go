@@ -32,8 +32,10 @@ func NewPostGIS(pool *pgxpool.Pool, timeout time.Duration) *PostGIS {
 }
 
 // placesSQL draws the most populous places in the tile plus its margin.
-// The && on geom_3857 (the stored SRID) lets places_geom_3857_idx find the
-// candidates; ST_Intersects then keeps exactly those inside the margin.
+// The && on geom_3857 (the stored SRID) lets places_geom_3857_idx find
+// them; for a point, overlapping the margin's box is intersecting it, so
+// no ST_Intersects follows (it cost 5-15% of the query), and ST_AsMVTGeom
+// drops any point the index's rounded boxes let through beyond the margin.
 // $1 z, $2 x, $3 y, $4 margin, $5 extent, $6 buffer, $7 minimum population,
 // $8 feature cap, $9 layer name.
 const placesSQL = `
@@ -44,8 +46,7 @@ WITH t AS (
     SELECT p.id, p.name, p.country, p.admin_code, p.feature_code, p.population,
            ST_AsMVTGeom(p.geom_3857, t.env, $5, $6, true) AS geom
     FROM places p, t
-    WHERE p.geom_3857 && t.menv AND ST_Intersects(p.geom_3857, t.menv)
-      AND p.population >= $7
+    WHERE p.geom_3857 && t.menv AND p.population >= $7
     ORDER BY p.population DESC, p.id
     LIMIT $8
 )
@@ -87,11 +88,28 @@ func (s *PostGIS) Tile(ctx context.Context, l Layer, t maptile.Tile) ([]byte, er
 		sql, args = fencesSQL, []any{int(t.Z), int(t.X), int(t.Y), margin, Extent, Buffer,
 			Tolerance(t.Z), string(l.kind), l.MaxFeatures, l.Name, lowZoom}
 	}
-	mvt, err := pgq.Query(ctx, s.db, pgq.CustomPlan, sql, args, func(rows pgx.Rows) ([]byte, error) {
+	mvt, err := pgq.Query(ctx, s.db, PlanFor(t.Z), sql, args, func(rows pgx.Rows) ([]byte, error) {
 		return pgx.CollectExactlyOneRow(rows, pgx.RowTo[[]byte])
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tiles: %s %d/%d/%d: %w", l.Name, t.Z, t.X, t.Y, err)
 	}
 	return mvt, nil
+}
+
+// genericZoom is the lowest zoom whose tiles are planned once (PlanFor).
+const genericZoom = 4
+
+// PlanFor is how PostgreSQL plans the query of a tile at zoom z. From
+// genericZoom on a tile covers at most 1/256 of the world and the spatial
+// index is the best way in whatever its other values, so the plan is made
+// once per connection: planning each tile anew cost more than running it
+// (0.48 ms against 0.3 ms at z10, pg_stat_statements). Below, a tile holds
+// most of a continent and a filter's own index (the places' population)
+// may find its few features sooner, so each tile is planned for its values.
+func PlanFor(z maptile.Zoom) pgq.Plan {
+	if z >= genericZoom {
+		return pgq.GenericPlan
+	}
+	return pgq.CustomPlan
 }

@@ -423,7 +423,7 @@ func (s *tableSource) Tile(ctx context.Context, t maptile.Tile, _ tiles.Params) 
 		}
 		args[i] = v
 	}
-	b, err := pgq.Query(ctx, s.db, pgq.CustomPlan, s.sql, args, func(rows pgx.Rows) ([]byte, error) {
+	b, err := pgq.Query(ctx, s.db, tiles.PlanFor(t.Z), s.sql, args, func(rows pgx.Rows) ([]byte, error) {
 		return pgx.CollectExactlyOneRow(rows, pgx.RowTo[[]byte])
 	})
 	if err != nil {

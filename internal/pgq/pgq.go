@@ -52,6 +52,10 @@ const (
 	// CustomPlan plans every execution for its values, for queries whose
 	// best plan does (a tile's population threshold and size).
 	CustomPlan Plan = "force_custom_plan"
+	// GenericPlan plans once per connection, whatever the values, for
+	// queries run often enough that planning would cost as much as running
+	// them, and whose one plan suits every value they are given.
+	GenericPlan Plan = "force_generic_plan"
 )
 
 // settingsSQL is SET LOCAL statement_timeout and plan_cache_mode with

@@ -1,0 +1,159 @@
+package loadtest
+
+import (
+	"context"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paulmach/orb/maptile"
+
+	"github.com/tileapi/tileapi/internal/testenv"
+)
+
+// A small run of Misses: with a tile cache whose tiles last a
+// millisecond, tileapi renders every tile it is asked for, however often;
+// each setup is measured on each zoom, without compression and with gzip,
+// and the tables compare them, in req/s and in CPU time.
+func TestMisses(t *testing.T) {
+	ctx := context.Background()
+	dbURL, pool := loadedSchema(t)
+	plan := Plan{Name: "unlimited", MaxRadius: 10_000, Limits: []Limit{{Name: "second", Window: time.Second, Max: 1 << 40}}}
+	env := []string{"TILEAPI_TILE_CACHE_TTL=1ms"}
+	red := startFleet(t, FleetConfig{DatabaseURL: dbURL, RedisURL: testenv.RedisURL(t), Instances: 1, Plan: plan, Keys: 1, QuotaTimeout: "2s", Env: env})
+	mem := startFleet(t, FleetConfig{DatabaseURL: dbURL, Instances: 1, Plan: plan, Keys: 1, QuotaTimeout: "2s", Env: env})
+	setups := []Setup{
+		{Name: "cache in redis", URL: red.URLs()[0], Secret: red.Keys[0].Secret},
+		{Name: "in process", URL: mem.URLs()[0], Secret: mem.Keys[0].Secret},
+	}
+	var zooms []MissZoom
+	for _, z := range []maptile.Zoom{3, 10} {
+		tiles, err := PlacesTiles(ctx, pool, z, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zooms = append(zooms, MissZoom{Zoom: z, Tiles: tiles[:min(len(tiles), 200)], Setups: setups})
+	}
+	pids := map[string]int{"cache in redis": red.Instances[0].Pid(), "in process": mem.Instances[0].Pid(), CPULoadTool: os.Getpid()}
+	cpu := func(context.Context) (map[string]time.Duration, error) {
+		out := map[string]time.Duration{}
+		for name, pid := range pids {
+			t, err := ProcessCPU(pid)
+			if err != nil {
+				return nil, err
+			}
+			out[name] = t
+		}
+		return out, nil
+	}
+	phases, err := Misses(ctx, MissesConfig{Zooms: zooms, Clients: 2, Phase: time.Second, Rounds: 2, CPU: cpu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(phases) != 2*2*2*2 {
+		t.Fatalf("%d phases, want 16 (2 rounds, zooms, encodings and setups)", len(phases))
+	}
+	used := map[string]time.Duration{}
+	z3 := map[string]int{}
+	for _, p := range phases {
+		// A tile written and read back within its millisecond is a hit;
+		// two clients walking 38 tiles or more ask again only long after.
+		if p.Requests == 0 || p.Errors > 0 || p.Other > p.Requests/20 || p.Bytes <= 0 {
+			t.Errorf("%+v: want misses only, all served", p)
+		}
+		for name, d := range p.CPU {
+			used[name] += d
+		}
+		if p.Zoom == 3 {
+			z3[p.Setup] += p.Requests
+		}
+	}
+	for _, s := range setups {
+		if z3[s.Name] <= 38 {
+			t.Errorf("%s: %d misses at z3: want its 38 tiles asked for more than once", s.Name, z3[s.Name])
+		}
+	}
+	// A phase may fall between two of the kernel's 10 ms ticks; the run
+	// does not.
+	for _, name := range []string{"cache in redis", "in process", CPULoadTool} {
+		if used[name] <= 0 {
+			t.Errorf("%s: no CPU time measured over the run", name)
+		}
+	}
+	var md strings.Builder
+	if err := WriteMissesTable(&md, phases, "in process"); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + md.String())
+	for _, want := range []string{"over in process", "| z3 | identity | cache in redis |", "| z10 | gzip | in process |"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("the table lacks %q", want)
+		}
+	}
+	md.Reset()
+	if err := WriteMissesCPUTable(&md, phases, "in process"); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + md.String())
+	if !strings.Contains(md.String(), "| z10 | gzip | cache in redis |") {
+		t.Errorf("the CPU table lacks z10 gzip cache in redis")
+	}
+	for _, write := range []func(io.Writer, []MissPhase, string) error{WriteMissesTable, WriteMissesCPUTable} {
+		if err := write(io.Discard, phases, "pg_tileserv"); err == nil {
+			t.Error("a table against a setup not measured: want an error")
+		}
+	}
+}
+
+// pg_tileserv's path thins the places as tileapi's places layer does:
+// no filter from zoom 10, the places of 250,000 people or more at z3.
+func TestTileservZoomPath(t *testing.T) {
+	for _, c := range []struct {
+		z      maptile.Zoom
+		filter string
+	}{{10, ""}, {3, "population >= 250000"}, {6, "population >= 25000"}} {
+		p, err := TileservZoomPath("public", c.z)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		if got := q.Get("filter"); got != c.filter {
+			t.Errorf("z%d: filter %q, want %q", c.z, got, c.filter)
+		}
+		if limit := q.Get("limit"); (c.filter != "") != (limit == "1000") {
+			t.Errorf("z%d: limit %q", c.z, limit)
+		}
+		if !strings.HasPrefix(p, TileservPath("public")) {
+			t.Errorf("z%d: %s does not extend %s", c.z, p, TileservPath("public"))
+		}
+	}
+}
+
+// ProcessCPU reads this process's CPU time, which grows as it works, and
+// fails on a process that does not exist.
+func TestProcessCPU(t *testing.T) {
+	before, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for x, start := 0, time.Now(); time.Since(start) < 100*time.Millisecond; x++ {
+		_ = x * x
+	}
+	after, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after <= before {
+		t.Errorf("CPU time %v after 100 ms of work, %v before", after, before)
+	}
+	if _, err := ProcessCPU(1 << 30); err == nil {
+		t.Error("a process that does not exist: want an error")
+	}
+}
