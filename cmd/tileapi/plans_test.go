@@ -19,7 +19,7 @@ func TestPlansCommand(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "plans.json")
 	if err := os.WriteFile(file, []byte(`{"plans": [{"name": "tiny", "max_radius_m": 3000,
 		"limits": [{"name": "w", "max": 5, "window": "10s"}, {"name": "d", "max": 50, "period": "day"}],
-		"alerts": {"d": [50, 90]}}]}`), 0o644); err != nil {
+		"alerts": {"d": [50, 90]}, "overage": ["d"]}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
@@ -34,7 +34,7 @@ func TestPlansCommand(t *testing.T) {
 	}
 	for _, want := range []string{
 		`(?m)^free +300 per 5s \(burst\), 1200 per 1m0s \(minute\), 100000 per month \(month\) +20000 m +34641 m +8 +month 80%, 100%$`,
-		`(?m)^tiny +5 per 10s \(w\), 50 per day \(d\) +3000 m +4472 m +no limit +d 50%, 90%$`,
+		`(?m)^tiny +5 per 10s \(w\), 50 per day \(d\) then overage +3000 m +4472 m +no limit +d 50%, 90%$`,
 		`(?m)^anonymous .* none$`,
 		`(?m)^key plans without max_in_flight: a killed server's charges .* connection cap \(max_conns\): tiny$`,
 		`(?m)^free +1 +1 +7 +25 +100 +625$`,
@@ -53,7 +53,7 @@ func TestServeNoInFlightLimit(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "plans.json")
 	if err := os.WriteFile(file, []byte(`{"plans": [{"name": "tiny", "max_radius_m": 3000,
 		"limits": [{"name": "w", "max": 5, "window": "10s"}, {"name": "d", "max": 50, "period": "day"}],
-		"alerts": {"d": [50, 90]}}]}`), 0o644); err != nil {
+		"alerts": {"d": [50, 90]}, "overage": ["d"]}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	in := startServe(t, map[string]string{"TILEAPI_PLANS_FILE": file})
