@@ -41,10 +41,6 @@ func runPlans(_ context.Context, args []string, getenv func(string) string, stdo
 	for _, p := range ps.All() {
 		var limits []string
 		for _, l := range p.Quota.Limits {
-			if l.Soft {
-				limits = append(limits, l.String()+" then overage")
-				continue
-			}
 			limits = append(limits, l.String())
 		}
 		inFlight := "no limit"

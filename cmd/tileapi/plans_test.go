@@ -34,7 +34,7 @@ func TestPlansCommand(t *testing.T) {
 	}
 	for _, want := range []string{
 		`(?m)^free +300 per 5s \(burst\), 1200 per 1m0s \(minute\), 100000 per month \(month\) +20000 m +34641 m +8 +month 80%, 100%$`,
-		`(?m)^tiny +5 per 10s \(w\), 50 per day \(d\) then overage +3000 m +4472 m +no limit +d 50%, 90%$`,
+		`(?m)^tiny +5 per 10s \(w\), 50 per day \(d, soft\) +3000 m +4472 m +no limit +d 50%, 90%$`,
 		`(?m)^anonymous .* none$`,
 		`(?m)^key plans without max_in_flight: a killed server's charges .* connection cap \(max_conns\): tiny$`,
 		`(?m)^free +1 +1 +7 +25 +100 +625$`,
