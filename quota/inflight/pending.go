@@ -1,9 +1,12 @@
 package inflight
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // maxPending bounds the releases kept to be made again; beyond it the
@@ -13,14 +16,26 @@ const maxPending = 1024
 // maxPendingPerCall bounds the releases one call carries.
 const maxPendingPerCall = 256
 
-// pending holds the leases whose release failed, and those whose acquire
-// failed after it may have taken its slot, until they would have expired
-// anyway: each identity's go with its next acquire or release, which make
-// them in the same round trip.
+// The wait before sending the releases owed again after a failure,
+// doubled after each failure up to lastRetry, and the time budget of one
+// send.
+const (
+	firstRetry, lastRetry = 100 * time.Millisecond, 3200 * time.Millisecond
+	sendTimeout           = time.Second
+)
+
+// pending holds the releases owed: those given to be made in the
+// background (Held.Release), those that failed, and the leases of acquires
+// and charges that failed after they may have taken their slot, until
+// Redis has answered their release or they would have expired anyway.
+// Each identity's go with its next acquire, charge or release, which make
+// them in the same round trip, and one goroutine sends them all while any
+// are owed (send).
 type pending struct {
 	mu      sync.Mutex
 	queue   []pendingLease // oldest first: each lasts one lease, so this is their order of expiry
 	dropped int64
+	sending bool // the goroutine that sends them runs
 }
 
 type pendingLease struct {
@@ -29,8 +44,9 @@ type pendingLease struct {
 }
 
 // add keeps l until a lease time from now, past which it has expired in
-// Redis too: it was last renewed before now.
-func (p *pending) add(l Lease, lease time.Duration) {
+// Redis too: it was last renewed before now. It reports whether the
+// goroutine that sends them must be started.
+func (p *pending) add(l Lease, lease time.Duration) (start bool) {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -40,6 +56,39 @@ func (p *pending) add(l Lease, lease time.Duration) {
 		p.dropped++
 	}
 	p.queue = append(p.queue, pendingLease{Lease: l, expires: now.Add(lease)})
+	start, p.sending = !p.sending, true
+	return start
+}
+
+// owed is the releases owed of one identity.
+type owed struct {
+	identity string
+	ids      []string
+}
+
+// all returns the releases owed, by identity, at most maxPendingPerCall of
+// each; none, when the goroutine that sends them must stop.
+func (p *pending) all() []owed {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expire(time.Now())
+	if len(p.queue) == 0 {
+		p.sending = false
+		return nil
+	}
+	var out []owed
+	at := make(map[string]int)
+	for _, l := range p.queue {
+		i, ok := at[l.identity]
+		if !ok {
+			i, at[l.identity] = len(out), len(out)
+			out = append(out, owed{identity: l.identity})
+		}
+		if len(out[i].ids) < maxPendingPerCall {
+			out[i].ids = append(out[i].ids, l.id)
+		}
+	}
+	return out
 }
 
 // of returns the ids of identity's pending leases, at most
@@ -79,4 +128,49 @@ func (p *pending) expire(now time.Time) {
 		n++
 	}
 	p.queue = slices.Delete(p.queue, 0, n)
+}
+
+// releaseLater gives l back without waiting: it is owed (pending) until
+// the goroutine that sends the releases has made it, or the identity's
+// next acquire, charge or release has.
+func (r *Redis) releaseLater(l Lease) {
+	if r.pending.add(l, r.lease) {
+		go r.send()
+	}
+}
+
+// send makes the releases owed, every identity's in one pipeline, until
+// none is left; after a failure it waits before the next try, longer
+// after each failure in a row. A release whose lease has ended is
+// forgotten: its slot is free.
+func (r *Redis) send() {
+	wait := firstRetry
+	for {
+		owed := r.pending.all()
+		if owed == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+		pipe := r.client.Pipeline()
+		cmds := make([]*redis.IntCmd, len(owed))
+		for i, o := range owed {
+			cmds[i] = pipe.ZRem(ctx, r.key(o.identity), anys(o.ids)...)
+		}
+		_, _ = pipe.Exec(ctx) // each command holds its own error
+		cancel()
+		failed := false
+		for i, o := range owed {
+			if cmds[i].Err() != nil {
+				failed = true
+				continue
+			}
+			r.pending.done(o.identity, o.ids)
+		}
+		if !failed {
+			wait = firstRetry
+			continue
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, lastRetry)
+	}
 }
