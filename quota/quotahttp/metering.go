@@ -87,9 +87,11 @@ type metering struct {
 	values headerValues   // the first quota headers' values, allocated with the rest
 
 	// onError answers the request's refusals and failures; charge, when
-	// set, is the request's own charge (Request.Charge).
+	// set, is the request's own charge (Request.Charge); store, when set,
+	// is what it charges in place of the gate's (Request.Hold).
 	onError func(http.ResponseWriter, *http.Request, error)
 	charge  func(context.Context, Store) (quota.Decision, error)
+	store   Store
 
 	mu       sync.Mutex
 	refunded bool
