@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -157,29 +156,40 @@ func (r *Redis) charge(ctx context.Context, h *Held, plan quota.Plan, cost int64
 }
 
 // Hold returns a store that takes one of max slots of identity with the
-// charge it admits: Memory's lock is held for the whole charge, so store
-// must answer without I/O (a *quota.Memory, or a *quota.DenyCache in
-// front of one). A charge refused for its slot returns a
+// charge it admits: the slot is counted before the charge and given back
+// if the charge is not admitted, so the limit is exact in the process
+// whatever the store (a request refused meanwhile for that slot is the
+// only trace of a charge denied). A charge refused for its slot returns a
 // *quota.SlotsHeldError whose Expires is a second, since no lease
-// expires. Held.Release gives the slot back at once.
+// expires. The commands along a charge go with it where the store sends
+// them (ChargeWith). Held.Release gives the slot back at once.
 func (m *Memory) Hold(store Store, identity string, max int) *Held {
 	return &Held{store: store, identity: identity, max: max, charge: m.charge,
 		release: func(l Lease) { _ = m.Release(context.Background(), l) }}
 }
 
-// charge charges h's identity under m's lock, taking a slot if admitted.
-func (m *Memory) charge(ctx context.Context, h *Held, plan quota.Plan, cost int64, _ []redis.Cmder) (quota.Decision, bool, error) {
-	if err := check(h.identity, h.max); err != nil {
+// charge charges h's identity with a slot counted, kept if admitted.
+func (m *Memory) charge(ctx context.Context, h *Held, plan quota.Plan, cost int64, along []redis.Cmder) (quota.Decision, bool, error) {
+	l, denial, err := m.Acquire(ctx, h.identity, h.max)
+	switch {
+	case err != nil:
 		return quota.Decision{}, false, err
+	case denial != nil:
+		return quota.Decision{}, false, &quota.SlotsHeldError{Max: denial.Max, Expires: denial.RetryAfter}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.held[h.identity]) >= h.max {
-		return quota.Decision{}, false, &quota.SlotsHeldError{Max: h.max, Expires: time.Second}
+	var d quota.Decision
+	sent := false
+	if with, ok := h.store.(interface {
+		ChargeWith(ctx context.Context, identity string, plan quota.Plan, cost int64, along ...redis.Cmder) (quota.Decision, bool, error)
+	}); ok && len(along) > 0 {
+		d, sent, err = with.ChargeWith(ctx, h.identity, plan, cost, along...)
+	} else {
+		d, err = h.store.Charge(ctx, h.identity, plan, cost)
 	}
-	d, err := h.store.Charge(ctx, h.identity, plan, cost)
 	if err == nil && d.Allowed {
-		h.took(m.take(h.identity))
+		h.took(l)
+	} else {
+		_ = m.Release(ctx, l)
 	}
-	return d, false, err
+	return d, sent, err
 }

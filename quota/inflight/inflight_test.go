@@ -394,9 +394,10 @@ func TestAcquireLate(t *testing.T) {
 	}
 }
 
-// A release that fails is made with the identity's next acquire or
-// release, in the same round trip: the slot is free again as soon as Redis
-// answers, not a lease time later.
+// A release that fails is made again once Redis answers: in the
+// background, and with the identity's next acquire or release, in the same
+// round trip. The slot is free again as soon as Redis answers, not a lease
+// time later.
 func TestReleaseRetried(t *testing.T) {
 	ctx := context.Background()
 	srv := quotatest.StartRedisServer(t)
@@ -423,12 +424,35 @@ func TestReleaseRetried(t *testing.T) {
 		if err := r.Release(rctx, l); err == nil {
 			t.Fatal("a release through a black hole succeeded")
 		}
-		p.Restore()
 		if n := held(t, srv.Addr, r, l.identity); n != 2 {
 			t.Fatalf("Redis holds %d leases after the lost release, want 2", n)
 		}
+		p.Restore()
 	}
+	// busy keeps the background sends from running, as if one were out:
+	// what is made is the next call's.
+	busy := func(t *testing.T) {
+		r.pending.mu.Lock()
+		r.pending.sending = true
+		r.pending.mu.Unlock()
+		t.Cleanup(func() {
+			r.pending.mu.Lock()
+			r.pending.sending = false
+			r.pending.mu.Unlock()
+		})
+	}
+	t.Run("in the background", func(t *testing.T) {
+		a := acquire(t, "key:c")
+		acquire(t, "key:c")
+		lost(t, a)
+		for deadline := time.Now().Add(5 * time.Second); held(t, srv.Addr, r, "key:c") != 1; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the lost release was not made 5 s after Redis answers again")
+			}
+		}
+	})
 	t.Run("next acquire", func(t *testing.T) {
+		busy(t)
 		a := acquire(t, "key:a")
 		acquire(t, "key:a")
 		lost(t, a)
@@ -438,6 +462,7 @@ func TestReleaseRetried(t *testing.T) {
 		}
 	})
 	t.Run("next release", func(t *testing.T) {
+		busy(t)
 		a, b := acquire(t, "key:b"), acquire(t, "key:b")
 		lost(t, a)
 		if err := r.Release(ctx, b); err != nil {
