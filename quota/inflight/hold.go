@@ -3,7 +3,6 @@ package inflight
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -123,8 +122,9 @@ func (h *Held) Release() {
 // A charge refused before any I/O (an error matching quota.ErrInvalid or
 // quota.ErrTooCostly) or answered from a deny cache takes no slot. One
 // that fails in Redis may have taken its slot: it is given back as a
-// release is. A store that cannot take slots refuses every charge with
-// an error matching quota.ErrInvalid.
+// release is. Over a store that cannot take slots in its script, the
+// slot is acquired first (Acquire), kept if the charge is admitted and
+// given back otherwise: exact, in two round trips.
 func (r *Redis) Hold(store Store, identity string, max int) *Held {
 	return &Held{store: store, identity: identity, max: max, charge: r.charge, release: r.releaseLater}
 }
@@ -136,7 +136,7 @@ func (r *Redis) charge(ctx context.Context, h *Held, plan quota.Plan, cost int64
 	}
 	charger, ok := h.store.(slotCharger)
 	if !ok {
-		return quota.Decision{}, false, fmt.Errorf("%w: the store %T takes no slots", quota.ErrInvalid, h.store)
+		return h.acquiring(ctx, r.Acquire, plan, cost, along)
 	}
 	id, err := newID()
 	if err != nil {
@@ -168,9 +168,16 @@ func (m *Memory) Hold(store Store, identity string, max int) *Held {
 		release: func(l Lease) { _ = m.Release(context.Background(), l) }}
 }
 
-// charge charges h's identity with a slot counted, kept if admitted.
+// charge charges h's identity with a slot counted first.
 func (m *Memory) charge(ctx context.Context, h *Held, plan quota.Plan, cost int64, along []redis.Cmder) (quota.Decision, bool, error) {
-	l, denial, err := m.Acquire(ctx, h.identity, h.max)
+	return h.acquiring(ctx, m.Acquire, plan, cost, along)
+}
+
+// acquiring charges h's identity with a slot taken by acquire first, kept
+// if the charge is admitted and given back otherwise, and the commands
+// along sent with the charge where the store sends them (ChargeWith).
+func (h *Held) acquiring(ctx context.Context, acquire func(context.Context, string, int) (Lease, *Denial, error), plan quota.Plan, cost int64, along []redis.Cmder) (quota.Decision, bool, error) {
+	l, denial, err := acquire(ctx, h.identity, h.max)
 	switch {
 	case err != nil:
 		return quota.Decision{}, false, err
@@ -189,7 +196,7 @@ func (m *Memory) charge(ctx context.Context, h *Held, plan quota.Plan, cost int6
 	if err == nil && d.Allowed {
 		h.took(l)
 	} else {
-		_ = m.Release(ctx, l)
+		h.release(l)
 	}
 	return d, sent, err
 }
