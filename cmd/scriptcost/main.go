@@ -1,6 +1,7 @@
 // Command scriptcost counts the instructions Redis executes per quota
 // decision, for quota's charge script (one and two limits, and one limit
-// with an in-flight slot taken in the script and given back) and for
+// with an in-flight slot taken in the script and given back, or in three
+// round trips) and for
 // go-redis/redis_rate's AllowN, by running redis-server under Valgrind's
 // callgrind. Unlike a timed benchmark the counts barely move from run to
 // run, so they show what a change to charge.lua costs Redis.
@@ -128,6 +129,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			return slots.Release(ctx, h.Lease())
+		}},
+		// The same in three round trips: what a Held falls back to over a
+		// store that takes no slot in its script.
+		{"inflight-3trips", func(ctx context.Context, id string) error {
+			l, _, err := slots.Acquire(ctx, "g:"+id, 8)
+			if err != nil {
+				return err
+			}
+			if _, err := store.Charge(ctx, "g:"+id, one, 1); err != nil {
+				return err
+			}
+			return slots.Release(ctx, l)
 		}},
 	}
 
