@@ -2,6 +2,7 @@ package inflight
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -156,11 +157,14 @@ func (r *Redis) send() {
 		for i, o := range owed {
 			cmds[i] = pipe.ZRem(ctx, r.key(o.identity), anys(o.ids)...)
 		}
-		_, _ = pipe.Exec(ctx) // each command holds its own error
+		// A pipeline that fails on its connection may leave its commands
+		// without an error of their own (go-redis v9.17): then none counts
+		// as made, and all are sent again (a ZREM twice is harmless).
+		_, err := pipe.Exec(ctx)
 		cancel()
 		failed := false
 		for i, o := range owed {
-			if cmds[i].Err() != nil {
+			if cmds[i].Err() != nil || err != nil && !isReply(err) {
 				failed = true
 				continue
 			}
@@ -173,4 +177,11 @@ func (r *Redis) send() {
 		time.Sleep(wait)
 		wait = min(2*wait, lastRetry)
 	}
+}
+
+// isReply reports whether err is an error Redis replied, not one of the
+// connection.
+func isReply(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply)
 }
