@@ -1,11 +1,13 @@
 // Package inflight limits how many requests of one identity are in
 // progress at once, across every server, with leases.
 //
-// A request takes a lease before its work and gives it back after. A lease
-// held in Redis lasts a lease time unless renewed, so the slots of a server
-// that dies (or hangs) come free within a lease time without anyone
-// cleaning up; the holder renews its leases while its work runs. Memory
-// holds the same count in one process.
+// A request takes a lease before its work and gives it back after: with
+// its quota charge, in the charge's own script (Redis.Hold, one round
+// trip), or on its own (Acquire, Release). A lease held in Redis lasts a
+// lease time unless renewed, so the slots of a server that dies (or
+// hangs) come free within a lease time without anyone cleaning up; the
+// holder renews its leases while its work runs. Memory holds the same
+// count in one process.
 package inflight
 
 import (
