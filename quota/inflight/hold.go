@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -126,7 +127,8 @@ func (h *Held) Release() {
 // slot is acquired first (Acquire), kept if the charge is admitted and
 // given back otherwise: exact, in two round trips.
 func (r *Redis) Hold(store Store, identity string, max int) *Held {
-	return &Held{store: store, identity: identity, max: max, charge: r.charge, release: r.releaseLater}
+	return &Held{store: store, identity: identity, max: max, charge: r.charge,
+		release: func(l Lease) { r.releaseLater(l, time.Time{}) }}
 }
 
 // charge charges h's identity, taking a slot in the script.
@@ -150,7 +152,7 @@ func (r *Redis) charge(ctx context.Context, h *Held, plan quota.Plan, cost int64
 		h.took(l)
 	case err != nil && !errors.Is(err, quota.ErrInvalid) && !errors.Is(err, quota.ErrTooCostly) &&
 		!errors.Is(err, quota.ErrSlotsHeld) && !errors.Is(err, quota.ErrLate):
-		r.releaseLater(l) // Redis may have taken it
+		r.unknown(ctx, l) // Redis may have taken it
 	}
 	return d, sent, err
 }

@@ -134,18 +134,18 @@ func (r *Redis) Acquire(ctx context.Context, identity string, max int) (Lease, *
 	if err != nil {
 		return Lease{}, nil, err
 	}
-	released := r.pending.of(identity)
+	released, sent := r.pending.of(identity), time.Now()
 	args := append([]any{id, max, r.lease.Milliseconds(), r.offset.Deadline(ctx)}, anys(released)...)
 	reply, err := acquireScript.Run(ctx, r.client, []string{r.key(identity)}, args...).Int64Slice()
 	if err != nil {
-		r.releaseLater(Lease{identity: identity, id: id})
+		r.unknown(ctx, Lease{identity: identity, id: id})
 		return Lease{}, nil, fmt.Errorf("inflight: acquire: %w", err)
 	}
 	if len(reply) != 3 || reply[0] < -1 || reply[0] > 1 {
 		return Lease{}, nil, fmt.Errorf("inflight: acquire: script returned %v", reply)
 	}
 	r.offset.Observe(reply[2])
-	r.pending.done(identity, released)
+	r.pending.done(identity, released, sent)
 	switch reply[0] {
 	case -1:
 		return Lease{}, nil, ErrLate
@@ -179,12 +179,12 @@ func (r *Redis) Release(ctx context.Context, l Lease) error {
 	if l.IsZero() {
 		return nil
 	}
-	ids := append([]string{l.id}, r.pending.of(l.identity)...)
+	ids, sent := append([]string{l.id}, r.pending.of(l.identity)...), time.Now()
 	if err := r.client.ZRem(ctx, r.key(l.identity), anys(ids)...).Err(); err != nil {
-		r.releaseLater(l)
+		r.releaseLater(l, time.Time{})
 		return fmt.Errorf("inflight: release: %w", err)
 	}
-	r.pending.done(l.identity, ids)
+	r.pending.done(l.identity, ids, sent)
 	return nil
 }
 

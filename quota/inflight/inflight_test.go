@@ -479,7 +479,7 @@ func TestReleaseRetried(t *testing.T) {
 func TestPendingBounded(t *testing.T) {
 	var p pending
 	for i := range maxPending + 1 {
-		p.add(Lease{identity: "key:1", id: strconv.Itoa(i)}, time.Minute)
+		p.add(Lease{identity: "key:1", id: strconv.Itoa(i)}, time.Minute, time.Time{})
 	}
 	if p.dropped != 1 || len(p.queue) != maxPending || p.queue[0].id != "1" {
 		t.Errorf("%d dropped, %d kept from %q; want 1 dropped, %d kept from \"1\"", p.dropped, len(p.queue), p.queue[0].id, maxPending)
@@ -487,13 +487,37 @@ func TestPendingBounded(t *testing.T) {
 	if ids := p.of("key:1"); len(ids) != maxPendingPerCall {
 		t.Errorf("a call carries %d releases, want %d", len(ids), maxPendingPerCall)
 	}
-	p.done("key:1", p.of("key:1"))
+	p.done("key:1", p.of("key:1"), time.Now())
 	if len(p.queue) != maxPending-maxPendingPerCall {
 		t.Errorf("%d kept after a call, want %d", len(p.queue), maxPending-maxPendingPerCall)
 	}
 	var q pending
-	q.add(Lease{identity: "key:2", id: "expired"}, 0)
+	q.add(Lease{identity: "key:2", id: "expired"}, 0, time.Time{})
 	if ids := q.of("key:2"); len(ids) != 0 {
 		t.Errorf("an expired lease is still released: %v", ids)
+	}
+}
+
+// The release of a slot whose charge or acquire failed, which Redis may
+// still take until the call's deadline, is carried by calls before then,
+// but forgotten only once one sent after it has made it: a release that
+// Redis ran before that script would free nothing.
+func TestPendingDue(t *testing.T) {
+	var p pending
+	due := time.Now().Add(time.Hour)
+	p.add(Lease{identity: "key:1", id: "unknown"}, 2*time.Hour, due)
+	if ids := p.of("key:1"); len(ids) != 1 {
+		t.Fatalf("a call carries %v, want the release not yet due", ids)
+	}
+	if owed, next := p.all(); owed != nil || !next.Equal(due) {
+		t.Errorf("the sender is given %v, next at %v; want nothing before %v", owed, next, due)
+	}
+	p.done("key:1", []string{"unknown"}, time.Now())
+	if len(p.queue) != 1 {
+		t.Fatal("a release made before it was due was forgotten")
+	}
+	p.done("key:1", []string{"unknown"}, due.Add(time.Millisecond))
+	if len(p.queue) != 0 {
+		t.Error("a release made after it was due is still owed")
 	}
 }

@@ -42,12 +42,17 @@ type pending struct {
 type pendingLease struct {
 	Lease
 	expires time.Time
+	// due is when a release is sure to reach Redis after the script that
+	// may have taken the slot (one whose call failed, its outcome unknown,
+	// which Redis may still run until its deadline): a release made before
+	// may precede it, so the lease stays owed. Zero for a slot known held.
+	due time.Time
 }
 
 // add keeps l until a lease time from now, past which it has expired in
-// Redis too: it was last renewed before now. It reports whether the
-// goroutine that sends them must be started.
-func (p *pending) add(l Lease, lease time.Duration) (start bool) {
+// Redis too: it was last renewed before now; due as pendingLease's. It
+// reports whether the goroutine that sends them must be started.
+func (p *pending) add(l Lease, lease time.Duration, due time.Time) (start bool) {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -56,7 +61,7 @@ func (p *pending) add(l Lease, lease time.Duration) (start bool) {
 		p.queue = slices.Delete(p.queue, 0, 1)
 		p.dropped++
 	}
-	p.queue = append(p.queue, pendingLease{Lease: l, expires: now.Add(lease)})
+	p.queue = append(p.queue, pendingLease{Lease: l, expires: now.Add(lease), due: due})
 	start, p.sending = !p.sending, true
 	return start
 }
@@ -67,19 +72,28 @@ type owed struct {
 	ids      []string
 }
 
-// all returns the releases owed, by identity, at most maxPendingPerCall of
-// each; none, when the goroutine that sends them must stop.
-func (p *pending) all() []owed {
+// all returns the releases owed and due, by identity, at most
+// maxPendingPerCall of each; with none due, when the next one is, or the
+// zero time when none is owed and the goroutine that sends them must stop.
+func (p *pending) all() ([]owed, time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.expire(time.Now())
+	now := time.Now()
+	p.expire(now)
 	if len(p.queue) == 0 {
 		p.sending = false
-		return nil
+		return nil, time.Time{}
 	}
 	var out []owed
+	var next time.Time
 	at := make(map[string]int)
 	for _, l := range p.queue {
+		if l.due.After(now) {
+			if next.IsZero() || l.due.Before(next) {
+				next = l.due
+			}
+			continue
+		}
 		i, ok := at[l.identity]
 		if !ok {
 			i, at[l.identity] = len(out), len(out)
@@ -89,11 +103,13 @@ func (p *pending) all() []owed {
 			out[i].ids = append(out[i].ids, l.id)
 		}
 	}
-	return out
+	return out, next
 }
 
 // of returns the ids of identity's pending leases, at most
-// maxPendingPerCall, oldest first.
+// maxPendingPerCall, newest first: the identity's last release, the one a
+// client that waits for each answer needs made before its next request,
+// goes whatever the sender has yet to send.
 func (p *pending) of(identity string) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -102,23 +118,24 @@ func (p *pending) of(identity string) []string {
 	}
 	p.expire(time.Now())
 	var ids []string
-	for _, l := range p.queue {
-		if l.identity == identity && len(ids) < maxPendingPerCall {
+	for i := len(p.queue) - 1; i >= 0 && len(ids) < maxPendingPerCall; i-- {
+		if l := p.queue[i]; l.identity == identity {
 			ids = append(ids, l.id)
 		}
 	}
 	return ids
 }
 
-// done forgets the leases of identity with ids: they are released.
-func (p *pending) done(identity string, ids []string) {
+// done forgets the leases of identity with ids, released by a call sent
+// at sent, unless they were not due then.
+func (p *pending) done(identity string, ids []string, sent time.Time) {
 	if len(ids) == 0 {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.queue = slices.DeleteFunc(p.queue, func(l pendingLease) bool {
-		return l.identity == identity && slices.Contains(ids, l.id)
+		return l.identity == identity && !l.due.After(sent) && slices.Contains(ids, l.id)
 	})
 }
 
@@ -133,11 +150,22 @@ func (p *pending) expire(now time.Time) {
 
 // releaseLater gives l back without waiting: it is owed (pending) until
 // the goroutine that sends the releases has made it, or the identity's
-// next acquire, charge or release has.
-func (r *Redis) releaseLater(l Lease) {
-	if r.pending.add(l, r.lease) {
+// next acquire or release has; due as pendingLease's.
+func (r *Redis) releaseLater(l Lease, due time.Time) {
+	if r.pending.add(l, r.lease, due) {
 		go r.send()
 	}
+}
+
+// unknown gives back l, whose acquire or charge under ctx failed: Redis
+// may have taken the slot, and may still take it until the call's
+// deadline (none: until the lease would have ended).
+func (r *Redis) unknown(ctx context.Context, l Lease) {
+	due, ok := ctx.Deadline()
+	if !ok {
+		due = time.Now().Add(r.lease)
+	}
+	r.releaseLater(l, due)
 }
 
 // send makes the releases owed, every identity's in one pipeline, until
@@ -147,10 +175,15 @@ func (r *Redis) releaseLater(l Lease) {
 func (r *Redis) send() {
 	wait := firstRetry
 	for {
-		owed := r.pending.all()
+		owed, next := r.pending.all()
 		if owed == nil {
-			return
+			if next.IsZero() {
+				return
+			}
+			time.Sleep(time.Until(next))
+			continue
 		}
+		sent := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 		pipe := r.client.Pipeline()
 		cmds := make([]*redis.IntCmd, len(owed))
@@ -168,7 +201,7 @@ func (r *Redis) send() {
 				failed = true
 				continue
 			}
-			r.pending.done(o.identity, o.ids)
+			r.pending.done(o.identity, o.ids, sent)
 		}
 		if !failed {
 			wait = firstRetry

@@ -196,7 +196,9 @@ type Request struct {
 	// charge takes the hold only if admitted and is made only if the hold
 	// is free (inflight.Redis.Hold does both in the charge's own script,
 	// one round trip), and release, which the gate calls once the request
-	// is done, before its response goes out. release must not wait for
+	// is done, before its response's last byte goes out (a client that
+	// waits for its answer finds its hold given back: see
+	// responseWriter). release must not wait for
 	// I/O: the client would wait for it (inflight's sends the release in
 	// the background). A charge refused for its hold returns an error
 	// matching quota.ErrSlotsHeld, which refuses the request; any other
@@ -228,9 +230,8 @@ func (g *Gate) ServeRequest(w http.ResponseWriter, r *http.Request, req Request,
 		return
 	}
 	if req.Hold != nil {
-		var release func()
-		m.store, release = req.Hold(g.store)
-		defer release()
+		m.store, m.release = req.Hold(g.store)
+		defer m.releaseHold()
 	}
 	identity, plan := req.Identity, req.Plan
 	var start time.Time
@@ -389,10 +390,16 @@ func (g *Gate) call(ctx context.Context, f func(context.Context) error) error {
 
 // responseWriter refunds the charge when the handler answers a status the
 // refund rule names, before the status goes out, so the headers can say so.
+//
+// It also gives the request's hold back (Request.Hold) before the last
+// byte of a body of known length goes out: a large body leaves as it is
+// written, and a client that has it all may send its next request before
+// the handler returns.
 type responseWriter struct {
 	http.ResponseWriter
 	m     *metering
 	wrote bool
+	left  int64 // the bytes of the body still to write; -1 unknown
 }
 
 func (w *responseWriter) WriteHeader(status int) {
@@ -401,6 +408,10 @@ func (w *responseWriter) WriteHeader(status int) {
 		if w.m.gate.refundIf(status) {
 			w.m.refund(w.m.r.Context())
 		}
+		w.left = -1
+		if n, err := strconv.ParseInt(w.Header().Get("Content-Length"), 10, 64); err == nil {
+			w.left = n
+		}
 	}
 	w.ResponseWriter.WriteHeader(status)
 }
@@ -408,6 +419,11 @@ func (w *responseWriter) WriteHeader(status int) {
 func (w *responseWriter) Write(b []byte) (int, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
+	}
+	if w.left >= 0 {
+		if w.left -= int64(len(b)); w.left <= 0 {
+			w.m.releaseHold()
+		}
 	}
 	return w.ResponseWriter.Write(b)
 }

@@ -92,6 +92,9 @@ type metering struct {
 	onError func(http.ResponseWriter, *http.Request, error)
 	charge  func(context.Context, Store) (quota.Decision, error)
 	store   Store
+	// release gives back the request's hold (Request.Hold); nil once
+	// called, or for none.
+	release func()
 
 	mu       sync.Mutex
 	refunded bool
@@ -285,3 +288,12 @@ func (g *Gate) refundOnce(ctx context.Context, r *http.Request, m Metering) erro
 
 // given is d as it stands once units of its charge are given back.
 func given(d quota.Decision, units int64) quota.Decision { return d.Given(units) }
+
+// releaseHold gives back the request's hold, once: called on the
+// request's goroutine, by the writer of its last byte or when it is done.
+func (m *metering) releaseHold() {
+	if release := m.release; release != nil {
+		m.release = nil
+		release()
+	}
+}

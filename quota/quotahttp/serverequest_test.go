@@ -136,6 +136,28 @@ func TestServeRequestReleasesItsHold(t *testing.T) {
 	}
 }
 
+// A body of known length gives the hold back before its last byte goes
+// out: a client that has the whole answer may send its next request at
+// once, before the handler returns.
+func TestServeRequestReleasesBeforeTheLastByte(t *testing.T) {
+	plan := mustPlan(t, quota.PerMinute(10))
+	var events []string
+	req := quotahttp.Request{Identity: "id", Plan: plan, Cost: 1, Hold: func(s quotahttp.Store) (quotahttp.Store, func()) {
+		return s, func() { events = append(events, "released") }
+	}}
+	quotahttp.New(quota.NewMemory(nil)).ServeRequest(httptest.NewRecorder(), requestTo("/", 1), req,
+		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Length", "5")
+			_, _ = w.Write([]byte("hel"))
+			events = append(events, "wrote 3")
+			_, _ = w.Write([]byte("lo"))
+			events = append(events, "wrote 5")
+		}))
+	if fmt.Sprint(events) != "[wrote 3 released wrote 5]" {
+		t.Errorf("events %v, want [wrote 3 released wrote 5]", events)
+	}
+}
+
 // recordingStore notes each charge in events.
 type recordingStore struct {
 	quotahttp.Store
