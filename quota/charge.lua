@@ -4,9 +4,19 @@
 -- Sum, aCost, lateReply, ...) and the functions that read the log are
 -- theirs.
 --
+-- The charge may take one of its identity's in-flight slots (Slot in
+-- slot.go): it is taken only if the charge is admitted, and the charge is
+-- made only if a slot is free. ARGV[1] says so: '' for none, or packed
+-- doubles: the most slots the identity may hold, how long a lease lasts in
+-- milliseconds, and the number of leases to give back first. With a slot,
+-- KEYS[1] is the identity's leases (a sorted set of lease ids scored by
+-- when each expires, in milliseconds of Redis TIME; the in-flight package's
+-- key, in the identity's hash slot), ARGV[2] the new lease's id and the
+-- leases to give back follow it.
+--
 -- The charge has one part an identity: the charged one, under its plan's
 -- own limits, then each shared one, under its own plan. Each part has
--- its own keys and arguments, in part order; in the keys:
+-- its own keys and arguments, in part order, after the slot's; in the keys:
 --
 -- its log  fixed-width records of the admitted charges, in time order,
 --          then the header (internal/redislayout)
@@ -37,7 +47,9 @@
 --          caller look them up, or restoreNone to count from zero (packed
 --          doubles)
 --
--- Returns lateReply when the deadline had passed; restoreReply then per
+-- Returns lateReply when the deadline had passed; slotReply and a packed
+-- double when every slot is held (how long until the first of them
+-- expires, in milliseconds, if nobody gives it back); restoreReply then per
 -- missing counter its period (from 1, counted over the parts' periods in
 -- order) and start, packed doubles, when the caller must look their units
 -- up, having changed nothing; or, per part in order, the header as
@@ -69,11 +81,18 @@ local record, cost, now
 -- arguments a, come after j = win(i): j runs from w1 to wn by Per.
 local w1, wn
 local parts, multi, states, state, resume = 0, false, nil, nil, nil
+-- The slot: its key and the score of its lease when taken (nil for none),
+-- the most slots, the lease, and the leases to give back first.
+local slot, expires, most, lease, back
 
 -- The first pass reads each part's arguments and opens its log. Time
 -- never runs back: should the clock, a charge is recorded at the latest
 -- time seen in any of its logs, so the records of each stay in time order.
-local ki, ai = 1, 1 -- the part's first key and first argument
+local ki, ai = 1, 2 -- the part's first key and first argument
+if ARGV[1] ~= '' then
+  most, lease, back = unpack_('>ddd', ARGV[1])
+  slot, ki, ai = KEYS[1], 2, 3 + back
+end
 repeat
   parts = parts + 1
   hfmt, recfmt, ttl = ARGV[ai + 1], ARGV[ai + 2], ARGV[ai + 3]
@@ -88,10 +107,25 @@ repeat
       local t = call('TIME')
       now = t[1] * 1000000 + t[2]
     end
+    -- Leases given back are gone whatever comes next: those slots were
+    -- free even before this caller's deadline.
+    if slot and back > 0 then call('ZREM', slot, unpack(ARGV, 3, 2 + back)) end
     -- A charge that Redis runs after its caller gave up on it (a slow or
-    -- hung server, a long queue) is not made: nobody would read that it
-    -- was.
+    -- hung server, a long queue) is not made, and takes no slot: nobody
+    -- would read that it was, nor give the slot back.
     if record and a[aDeadline] > 0 and now > a[aDeadline] then return lateReply end
+    if slot then
+      -- Leases of servers that died, or whose renewals stopped, free their
+      -- slots; with none free nothing is charged. The lease counts in
+      -- milliseconds of Redis TIME, as the in-flight package's scripts do.
+      local ms = math.floor(now / 1000)
+      call('ZREMRANGEBYSCORE', slot, '-inf', ms)
+      if call('ZCARD', slot) >= most then
+        local first = call('ZRANGE', slot, 0, 0, 'WITHSCORES')
+        return slotReply .. pack('>d', first[2] - ms)
+      end
+      expires = ms + lease
+    end
     multi = ai <= #ARGV
     if multi then
       states = {}
@@ -318,5 +352,11 @@ for p = 1, parts do
     if admitted or restored then call('PEXPIREAT', counters, math.floor(last / 1000)) end
     reply = reply .. pack('>' .. string.rep('d', 3 * np), unpack(out))
   end
+end
+-- An admitted charge holds its slot until the lease ends, unless renewed
+-- or given back; the set lives no longer than its newest lease.
+if slot and admitted then
+  call('ZADD', slot, expires, ARGV[2])
+  call('PEXPIRE', slot, lease)
 end
 return reply

@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -168,6 +169,30 @@ func (c *DenyCache) ChargeWith(ctx context.Context, identity string, plan Plan, 
 		d, err := c.Charge(ctx, identity, plan, cost)
 		return d, false, err
 	}
+	return c.through(identity, plan, cost, func() (Decision, bool, error) {
+		return with.ChargeWith(ctx, identity, plan, cost, along...)
+	})
+}
+
+// ChargeHolding is ChargeWith taking slot, one of the identity's in-flight
+// slots, in the charge's script (Redis.ChargeHolding): a remembered denial
+// answers without taking it. A store that cannot take slots (not a
+// *Redis) returns an error matching ErrInvalid.
+func (c *DenyCache) ChargeHolding(ctx context.Context, identity string, plan Plan, cost int64, slot Slot, along ...redis.Cmder) (Decision, bool, error) {
+	holding, ok := c.store.(interface {
+		ChargeHolding(ctx context.Context, identity string, plan Plan, cost int64, slot Slot, along ...redis.Cmder) (Decision, bool, error)
+	})
+	if !ok {
+		return Decision{}, false, fmt.Errorf("%w: the store behind the deny cache takes no in-flight slots", ErrInvalid)
+	}
+	return c.through(identity, plan, cost, func() (Decision, bool, error) {
+		return holding.ChargeHolding(ctx, identity, plan, cost, slot, along...)
+	})
+}
+
+// through answers a charge a remembered denial covers with that denial,
+// and makes it with charge otherwise, remembering a denial it answers.
+func (c *DenyCache) through(identity string, plan Plan, cost int64, charge func() (Decision, bool, error)) (Decision, bool, error) {
 	if err := checkCharge(identity, plan, cost); err != nil {
 		return Decision{}, false, err
 	}
@@ -175,7 +200,7 @@ func (c *DenyCache) ChargeWith(ctx context.Context, identity string, plan Plan, 
 	if d, ok := c.remembered(identity, plan, cost, now); ok {
 		return d, false, nil
 	}
-	d, sent, err := with.ChargeWith(ctx, identity, plan, cost, along...)
+	d, sent, err := charge()
 	c.remember(identity, plan, cost, now, d, err)
 	return d, sent, err
 }

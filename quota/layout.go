@@ -51,6 +51,12 @@ const lateReply = "late"
 // periods are missing and must be looked up (PeriodSource).
 const restoreReply = "restore"
 
+// slotReply starts the charge script's reply when the charge was to take
+// an in-flight slot (Slot) and every one is held: nothing is charged or
+// taken. A packed double follows: how long until the first held slot's
+// lease ends, in milliseconds.
+const slotReply = "slot"
+
 // duplicateReply is the overdraft script's reply when its id was charged
 // already.
 const duplicateReply = "duplicate"

@@ -60,6 +60,12 @@ local lateReply = 'late'
 -- periods are missing and must be looked up (PeriodSource).
 local restoreReply = 'restore'
 
+-- slotReply starts the charge script's reply when the charge was to take
+-- an in-flight slot (Slot) and every one is held: nothing is charged or
+-- taken. A packed double follows: how long until the first held slot's
+-- lease ends, in milliseconds.
+local slotReply = 'slot'
+
 -- duplicateReply is the overdraft script's reply when its id was charged
 -- already.
 local duplicateReply = 'duplicate'

@@ -123,7 +123,7 @@ func (r *Redis) Charge(ctx context.Context, identity string, plan Plan, cost int
 	if err := checkCharge(identity, plan, cost); err != nil {
 		return Decision{}, err
 	}
-	d, _, err := r.run(ctx, identity, plan, cost, true, nil)
+	d, _, err := r.run(ctx, identity, plan, cost, true, nil, nil)
 	return d, err
 }
 
@@ -139,7 +139,26 @@ func (r *Redis) ChargeWith(ctx context.Context, identity string, plan Plan, cost
 	if err := checkCharge(identity, plan, cost); err != nil {
 		return Decision{}, false, err
 	}
-	return r.run(ctx, identity, plan, cost, true, along)
+	return r.run(ctx, identity, plan, cost, true, nil, along)
+}
+
+// ChargeHolding is ChargeWith that also takes slot, one of the identity's
+// in-flight slots, in the same script: the charge is made only if a slot
+// is free, and the slot taken only if the charge is admitted. When every
+// slot is held it returns a *SlotsHeldError and changes nothing, but for
+// giving back slot.Release and the leases that have ended. A charge that
+// reaches Redis after ctx's deadline takes no slot either (ErrLate).
+// slot.Release are given back whatever the decision, unless the call
+// fails. A malformed slot is an error matching ErrInvalid, before any
+// I/O. On a Redis Cluster slot.Key must be in the identity's hash slot.
+func (r *Redis) ChargeHolding(ctx context.Context, identity string, plan Plan, cost int64, slot Slot, along ...redis.Cmder) (Decision, bool, error) {
+	if err := checkCharge(identity, plan, cost); err != nil {
+		return Decision{}, false, err
+	}
+	if err := slot.check(); err != nil {
+		return Decision{}, false, err
+	}
+	return r.run(ctx, identity, plan, cost, true, &slot, along)
 }
 
 // Peek returns the usage of identity under plan without charging anything.
@@ -149,15 +168,15 @@ func (r *Redis) Peek(ctx context.Context, identity string, plan Plan) (Decision,
 	if err := checkPeek(identity, plan); err != nil {
 		return Decision{}, err
 	}
-	d, _, err := r.run(ctx, identity, plan, 0, false, nil)
+	d, _, err := r.run(ctx, identity, plan, 0, false, nil, nil)
 	return d, err
 }
 
-// run sends the charge script (a peek unless record), with the commands
-// along before it in the same pipeline on its first send; sent reports
-// whether they went.
-func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64, record bool, along []redis.Cmder) (d Decision, sent bool, err error) {
-	c := chargeCall{identity: identity, plan: plan, cost: cost, record: record, deadline: r.deadline(ctx)}
+// run sends the charge script (a peek unless record), taking slot if not
+// nil, with the commands along before it in the same pipeline on its
+// first send; sent reports whether they went.
+func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64, record bool, slot *Slot, along []redis.Cmder) (d Decision, sent bool, err error) {
+	c := chargeCall{identity: identity, plan: plan, cost: cost, record: record, deadline: r.deadline(ctx), slot: slot}
 	reply, err := r.withRestores(ctx, &c, func() (string, error) {
 		keys, args := r.chargeArgs(&c)
 		var cmd *redis.Cmd
@@ -186,6 +205,8 @@ func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64,
 		return Decision{}, sent, err
 	case reply == lateReply:
 		return Decision{}, sent, ErrLate
+	case slot != nil && strings.HasPrefix(reply, slotReply):
+		return Decision{}, sent, slot.held(reply)
 	}
 	d, err = r.decision(&c, reply)
 	return d, sent, err
@@ -204,6 +225,7 @@ type chargeCall struct {
 	// whether it fits or not (ChargeOverdraft).
 	overdraft bool
 	restore   []restoreValue
+	slot      *Slot // taken with the charge; nil for none
 }
 
 // withRestores sends a charge with send, and when the script finds
@@ -355,15 +377,14 @@ func (r *Redis) restore(ctx context.Context, c *chargeCall, ask header) error {
 const _ = uint(redislayout.Shared-aPeriods) + uint(redislayout.Per-aMax)
 
 // chargeArgs returns the keys and arguments of charge.lua for c (see
-// charge.lua), per part: its log's key, and its counters' for a plan with
+// charge.lua): first the slot's (Slot.args), then per part: its log's key, and its counters' for a plan with
 // periods; its numbers packed as big-endian doubles (see the a* fields),
 // so the script parses no number, their struct format and that of a
 // record, and the log's TTL; then, for a plan with periods, their spans,
 // fields and what to do with a missing counter: restore it from
 // c.restore, or else ask for it or count from zero.
 func (r *Redis) chargeArgs(c *chargeCall) ([]string, []any) {
-	keys := make([]string, 0, 2*c.plan.parts())
-	args := make([]any, 0, 4*c.plan.parts())
+	keys, args := c.slot.args(make([]string, 0, 1+2*c.plan.parts()), make([]any, 0, 3+4*c.plan.parts()))
 	nowMicros := r.nowMicros()
 	now := time.Now()
 	if r.now != nil {

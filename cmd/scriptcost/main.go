@@ -1,5 +1,7 @@
 // Command scriptcost counts the instructions Redis executes per quota
-// decision, for quota's charge script (one and two limits) and for
+// decision, for quota's charge script (one and two limits, and one limit
+// with an in-flight slot taken in the script and given back, or in three
+// round trips) and for
 // go-redis/redis_rate's AllowN, by running redis-server under Valgrind's
 // callgrind. Unlike a timed benchmark the counts barely move from run to
 // run, so they show what a change to charge.lua costs Redis.
@@ -34,6 +36,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tileapi/tileapi/quota"
+	"github.com/tileapi/tileapi/quota/inflight"
 )
 
 func main() {
@@ -100,6 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	store := quota.NewRedis(rs.client, quota.WithPrefix(prefix))
 	rate := redis_rate.NewLimiter(rs.client)
+	slots := inflight.NewRedis(rs.client, inflight.WithPrefix(prefix+"f:"))
 	impls := []struct {
 		name   string
 		decide func(ctx context.Context, id string) error
@@ -115,6 +119,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		{"tileapi-2limits", func(ctx context.Context, id string) error {
 			_, err := store.Charge(ctx, "2:"+id, two, 1)
 			return err
+		}},
+		// A request with an in-flight limit: its slot taken in the charge's
+		// script, then given back (Held.Release sends the same ZREM in the
+		// background).
+		{"tileapi-inflight", func(ctx context.Context, id string) error {
+			h := slots.Hold(store, "f:"+id, 8)
+			if _, err := h.Charge(ctx, "f:"+id, one, 1); err != nil {
+				return err
+			}
+			return slots.Release(ctx, h.Lease())
+		}},
+		// The same in three round trips: what a Held falls back to over a
+		// store that takes no slot in its script.
+		{"inflight-3trips", func(ctx context.Context, id string) error {
+			l, _, err := slots.Acquire(ctx, "g:"+id, 8)
+			if err != nil {
+				return err
+			}
+			if _, err := store.Charge(ctx, "g:"+id, one, 1); err != nil {
+				return err
+			}
+			return slots.Release(ctx, l)
 		}},
 	}
 

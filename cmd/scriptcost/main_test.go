@@ -31,7 +31,7 @@ func TestScriptCost(t *testing.T) {
 			counts[f[0]] = v
 		}
 	}
-	for _, impl := range []string{"redis_rate", "tileapi", "tileapi-2limits"} {
+	for _, impl := range []string{"redis_rate", "tileapi", "tileapi-2limits", "tileapi-inflight"} {
 		if c := counts[impl]; c < 10_000 || c > 10_000_000 {
 			t.Errorf("%s: %v instructions a decision, want between 10,000 and 10,000,000\n%s", impl, c, out.String())
 		}
@@ -41,5 +41,8 @@ func TestScriptCost(t *testing.T) {
 	}
 	if counts["tileapi-2limits"] <= counts["tileapi"] {
 		t.Errorf("two limits cost %v, one %v: want two dearer\n%s", counts["tileapi-2limits"], counts["tileapi"], out.String())
+	}
+	if counts["tileapi-inflight"] <= counts["tileapi"] {
+		t.Errorf("an in-flight slot with the charge costs %v, the charge alone %v: want the slot dearer\n%s", counts["tileapi-inflight"], counts["tileapi"], out.String())
 	}
 }

@@ -85,34 +85,16 @@ func (b budgetCache) Set(ctx context.Context, key string, tile []byte) error {
 	return b.c.Set(ctx, key, tile)
 }
 
-// budgetInFlight bounds the in-flight leases by the same budget; they are
-// in the same Redis, and a failure is a *quotahttp.UnavailableError.
+// budgetInFlight bounds the renewals of in-flight leases by the same
+// budget: they are in the same Redis. A slot is taken with the charge,
+// within the gate's budget, and given back without waiting.
 type budgetInFlight struct {
-	f       InFlight
+	InFlight
 	timeout time.Duration
-}
-
-func (b budgetInFlight) Acquire(ctx context.Context, identity string, max int) (inflight.Lease, *inflight.Denial, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
-	defer cancel()
-	l, d, err := b.f.Acquire(ctx, identity, max)
-	if err != nil && !errors.Is(err, inflight.ErrInvalid) {
-		err = &quotahttp.UnavailableError{Err: err}
-	}
-	return l, d, err
 }
 
 func (b budgetInFlight) Renew(ctx context.Context, l inflight.Lease) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	return b.f.Renew(ctx, l)
+	return b.InFlight.Renew(ctx, l)
 }
-
-// Release runs even when the request's client has gone.
-func (b budgetInFlight) Release(ctx context.Context, l inflight.Lease) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
-	defer cancel()
-	return b.f.Release(ctx, l)
-}
-
-func (b budgetInFlight) Lease() time.Duration { return b.f.Lease() }

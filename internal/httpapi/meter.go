@@ -333,9 +333,14 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, build func(caller)
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, c caller, m metered) {
 	req := quotahttp.Request{
 		Identity: c.identity, Plan: c.plan.Quota, Cost: m.cost,
-		Hold:    s.inFlightHold(c),
-		Charge:  m.charge,
-		OnError: func(w http.ResponseWriter, r *http.Request, err error) { s.failMetered(w, r, m, err) },
+		Hold:   s.inFlightHold(c),
+		Charge: m.charge,
+		OnError: func(w http.ResponseWriter, r *http.Request, err error) {
+			if held := (*quota.SlotsHeldError)(nil); errors.As(err, &held) {
+				err = &concurrencyError{plan: c.plan, held: held}
+			}
+			s.failMetered(w, r, m, err)
+		},
 	}
 	if m.overPlan != nil {
 		req.Refusal = quotahttp.Refuse(m.overPlan)
@@ -391,6 +396,8 @@ func (s *Server) observe(r *http.Request, e quotahttp.Event) {
 		s.metrics.unitsCharged.WithLabelValues(plan).Add(float64(e.Cost))
 	case quotahttp.EventTooCostly:
 		s.metrics.decisions.WithLabelValues(plan, "too_costly").Inc()
+	case quotahttp.EventSlotsHeld:
+		s.metrics.decisions.WithLabelValues(plan, "in_flight_exceeded").Inc()
 	case quotahttp.EventStoreFailed:
 		s.metrics.quotaLatency.Observe(e.Latency.Seconds())
 		s.metrics.redisErrors.Inc()
@@ -405,9 +412,6 @@ func (s *Server) observe(r *http.Request, e quotahttp.Event) {
 	case quotahttp.EventRefundFailed:
 		s.metrics.redisErrors.Inc()
 		s.log.ErrorContext(ctx, "refund failed; retrying in the background", "err", e.Err)
-	case quotahttp.EventReleaseFailed:
-		s.metrics.redisErrors.Inc()
-		s.log.WarnContext(ctx, "an in-flight slot's release failed; retrying in the background", "err", e.Err)
 	case quotahttp.EventRefundAbandoned:
 		s.log.ErrorContext(ctx, "refund given up: units stay charged", "cost", e.Cost, "err", e.Err)
 	case quotahttp.EventSettleFailed:
@@ -430,56 +434,49 @@ func (s *Server) observe(r *http.Request, e quotahttp.Event) {
 }
 
 // inFlightHold is the hold of one of c's in-flight slots while its
-// request runs, if its plan limits them: refused (a *concurrencyError)
-// when all are held; a failure of the store is the gate's to judge.
-func (s *Server) inFlightHold(c caller) func(context.Context) (func(context.Context) error, error) {
+// request runs, if its plan limits them: taken with the request's charge
+// (refused, a *quota.SlotsHeldError, when all are held), renewed while the
+// request runs, given back without waiting once it is done.
+func (s *Server) inFlightHold(c caller) func(quotahttp.Store) (quotahttp.Store, func()) {
 	if s.inFlight == nil || c.plan.MaxInFlight == 0 {
 		return nil
 	}
-	return func(ctx context.Context) (func(context.Context) error, error) {
-		l, denial, err := s.inFlight.Acquire(ctx, c.identity, c.plan.MaxInFlight)
-		switch {
-		case err != nil:
-			return nil, err
-		case denial != nil:
-			s.metrics.decisions.WithLabelValues(c.plan.Name, "in_flight_exceeded").Inc()
-			return nil, quotahttp.Refuse(&concurrencyError{plan: c.plan, denial: denial})
-		}
-		return s.renewing(ctx, l), nil
+	return func(store quotahttp.Store) (quotahttp.Store, func()) {
+		h := s.inFlight.Hold(store, c.identity, c.plan.MaxInFlight)
+		return h, s.renewing(h)
 	}
 }
 
-// renewing renews the lease while the request runs (a slow query must not
-// lose its slot) and returns the release the gate calls once the request
-// is done: it stops the renewing and gives the slot back. The gate tries a
-// release that fails again in the background (inflight.Redis makes it
-// with the caller's next acquire too, and the lease ends it anyway).
-func (s *Server) renewing(ctx context.Context, l inflight.Lease) func(context.Context) error {
-	if l.IsZero() {
-		return func(context.Context) error { return nil }
+// renewing renews h's lease, once a charge has taken it, while the
+// request runs (a slow query must not lose its slot), and returns the
+// release the gate calls once the request is done: it stops the renewing
+// and gives the slot back (in the background: inflight.Held.Release). A
+// renewal still out then is harmless: an ended lease is never renewed.
+func (s *Server) renewing(h *inflight.Held) func() {
+	every := s.inFlight.Lease() / 3
+	if every <= 0 {
+		return h.Release
 	}
 	done := make(chan struct{})
-	var renewing sync.WaitGroup
-	if every := s.inFlight.Lease() / 3; every > 0 {
-		renewing.Go(func() {
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-t.C:
-					if _, err := s.inFlight.Renew(ctx, l); err != nil {
-						s.quotaStoreFailed(ctx, err)
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if l := h.Lease(); !l.IsZero() {
+					if _, err := s.inFlight.Renew(context.Background(), l); err != nil {
+						s.quotaStoreFailed(context.Background(), err)
 					}
 				}
 			}
-		})
-	}
-	var stop sync.Once
-	return func(ctx context.Context) error {
-		stop.Do(func() { close(done); renewing.Wait() })
-		return s.inFlight.Release(ctx, l)
+		}
+	}()
+	return func() {
+		close(done)
+		h.Release()
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 	"github.com/tileapi/tileapi/internal/param"
 	"github.com/tileapi/tileapi/internal/plans"
 	"github.com/tileapi/tileapi/quota"
-	"github.com/tileapi/tileapi/quota/inflight"
 	"github.com/tileapi/tileapi/quota/quotahttp"
 	"github.com/tileapi/tileapi/tiles"
 )
@@ -132,8 +131,8 @@ func (e *tooManyAdminFailuresError) Error() string { return "too many failed adm
 // concurrencyError refuses a request while its caller has as many in
 // progress as its plan allows.
 type concurrencyError struct {
-	plan   plans.Plan
-	denial *inflight.Denial
+	plan plans.Plan
+	held *quota.SlotsHeldError
 }
 
 func (e *concurrencyError) Error() string { return "too many requests in progress" }
@@ -215,9 +214,9 @@ func problemFor(err error) *problem {
 		return fromGate(quotahttp.ProblemFor(err))
 	case errors.As(err, &busy):
 		p := newProblem(http.StatusTooManyRequests, "concurrency-exceeded", "Too many requests in progress",
-			fmt.Sprintf("plan %q allows %d requests of one key in progress at once; retry when one has finished", busy.plan.Name, busy.denial.Max))
+			fmt.Sprintf("plan %q allows %d requests of one key in progress at once; retry when one has finished", busy.plan.Name, busy.held.Max))
 		p.Limit = "in-flight"
-		p.RetryAfterMS = min(busy.denial.RetryAfter, retryAfterConcurrency).Milliseconds()
+		p.RetryAfterMS = min(busy.held.Expires, retryAfterConcurrency).Milliseconds()
 		p.RetryAfterMS = max(p.RetryAfterMS, 1)
 		return p
 	case errors.As(err, &overPlan):

@@ -38,12 +38,13 @@ import (
 // Quota is the quota store: quota.Redis or quota.Memory.
 type Quota = quota.Store
 
-// InFlight limits the requests of one caller in progress at once:
-// inflight.Redis or inflight.Memory.
+// InFlight limits the requests of one caller in progress at once, a slot
+// taken with each request's charge: inflight.Redis (with the quota in the
+// same Redis: one script for both) or inflight.Memory (with the quota in
+// process).
 type InFlight interface {
-	Acquire(ctx context.Context, identity string, max int) (inflight.Lease, *inflight.Denial, error)
+	Hold(store inflight.Store, identity string, max int) *inflight.Held
 	Renew(ctx context.Context, l inflight.Lease) (bool, error)
-	Release(ctx context.Context, l inflight.Lease) error
 	// Lease is how long a lease lasts unless renewed; 0 for ever.
 	Lease() time.Duration
 }
@@ -369,7 +370,7 @@ func NewServer(cfg Config) (*Server, error) {
 		})
 	}
 	if cfg.InFlight != nil {
-		s.inFlight = budgetInFlight{f: cfg.InFlight, timeout: cfg.QuotaTimeout}
+		s.inFlight = budgetInFlight{InFlight: cfg.InFlight, timeout: cfg.QuotaTimeout}
 	}
 	if s.unknownKeys, err = newUnknownKeyGuard(cfg, s.quota, s.quotaStoreFailed); err != nil {
 		return nil, err

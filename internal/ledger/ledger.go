@@ -36,6 +36,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tileapi/tileapi/internal/usage"
 	"github.com/tileapi/tileapi/quota"
@@ -428,10 +429,48 @@ func (s *recording) Allow(ctx context.Context, identity string, plan quota.Plan)
 
 func (s *recording) Charge(ctx context.Context, identity string, plan quota.Plan, cost int64) (quota.Decision, error) {
 	d, err := s.Store.Charge(ctx, identity, plan, cost)
+	s.admitted(d, err)
+	return d, err
+}
+
+// admitted records d, a charge's decision, if it was admitted.
+func (s *recording) admitted(d quota.Decision, err error) {
 	if err == nil && d.Allowed {
 		s.ledger.Record(d.Receipt, d.Receipt.Cost())
 	}
-	return d, err
+}
+
+// ChargeWith passes a charge with commands along it on to the store, if
+// it sends them (quota.Redis, or a deny cache in front of it: one round
+// trip), and records it if admitted; otherwise it charges alone and
+// reports the commands not sent.
+func (s *recording) ChargeWith(ctx context.Context, identity string, plan quota.Plan, cost int64, along ...redis.Cmder) (quota.Decision, bool, error) {
+	with, ok := s.Store.(interface {
+		ChargeWith(ctx context.Context, identity string, plan quota.Plan, cost int64, along ...redis.Cmder) (quota.Decision, bool, error)
+	})
+	if !ok {
+		d, err := s.Charge(ctx, identity, plan, cost)
+		return d, false, err
+	}
+	d, sent, err := with.ChargeWith(ctx, identity, plan, cost, along...)
+	s.admitted(d, err)
+	return d, sent, err
+}
+
+// ChargeHolding passes a charge that takes an in-flight slot in its script
+// on to the store, if it takes them (quota.Redis does), and records it if
+// admitted. A store that takes none returns an error matching
+// quota.ErrInvalid.
+func (s *recording) ChargeHolding(ctx context.Context, identity string, plan quota.Plan, cost int64, slot quota.Slot, along ...redis.Cmder) (quota.Decision, bool, error) {
+	h, ok := s.Store.(interface {
+		ChargeHolding(ctx context.Context, identity string, plan quota.Plan, cost int64, slot quota.Slot, along ...redis.Cmder) (quota.Decision, bool, error)
+	})
+	if !ok {
+		return quota.Decision{}, false, fmt.Errorf("%w: ledger: a %T takes no in-flight slots", quota.ErrInvalid, s.Store)
+	}
+	d, sent, err := h.ChargeHolding(ctx, identity, plan, cost, slot, along...)
+	s.admitted(d, err)
+	return d, sent, err
 }
 
 // ChargeOverdraft passes the pending charge of a request served while

@@ -1,11 +1,13 @@
 // Package inflight limits how many requests of one identity are in
 // progress at once, across every server, with leases.
 //
-// A request takes a lease before its work and gives it back after. A lease
-// held in Redis lasts a lease time unless renewed, so the slots of a server
-// that dies (or hangs) come free within a lease time without anyone
-// cleaning up; the holder renews its leases while its work runs. Memory
-// holds the same count in one process.
+// A request takes a lease before its work and gives it back after: with
+// its quota charge, in the charge's own script (Redis.Hold, one round
+// trip), or on its own (Acquire, Release). A lease held in Redis lasts a
+// lease time unless renewed, so the slots of a server that dies (or
+// hangs) come free within a lease time without anyone cleaning up; the
+// holder renews its leases while its work runs. Memory holds the same
+// count in one process.
 package inflight
 
 import (
@@ -75,6 +77,7 @@ var (
 type scripter interface {
 	redis.Scripter
 	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
+	Pipeline() redis.Pipeliner
 }
 
 // DefaultPrefix starts every key Redis writes.
@@ -86,7 +89,7 @@ type Redis struct {
 	prefix  string
 	lease   time.Duration
 	offset  redisclock.Offset // of Redis's clock from this process's
-	pending pending           // releases to be made again
+	pending pending           // releases owed, sent in the background
 }
 
 // Option configures a Redis.
@@ -120,8 +123,8 @@ func (r *Redis) Lease() time.Duration { return r.lease }
 // reaches Redis after ctx's deadline (halfway to it, leaving the other
 // half for the reply) takes no slot and returns ErrLate. Any other error is
 // Redis's, wrapped, after which a slot may have been taken: it is given
-// back with the identity's next acquire or release, or comes free within
-// a lease time. The identity's releases that failed are made first, in
+// back in the background, or with the identity's next acquire, charge or
+// release, or comes free within a lease time. The identity's releases that failed are made first, in
 // the same round trip.
 func (r *Redis) Acquire(ctx context.Context, identity string, max int) (Lease, *Denial, error) {
 	if err := check(identity, max); err != nil {
@@ -131,18 +134,18 @@ func (r *Redis) Acquire(ctx context.Context, identity string, max int) (Lease, *
 	if err != nil {
 		return Lease{}, nil, err
 	}
-	released := r.pending.of(identity)
+	released, sent := r.pending.of(identity), time.Now()
 	args := append([]any{id, max, r.lease.Milliseconds(), r.offset.Deadline(ctx)}, anys(released)...)
 	reply, err := acquireScript.Run(ctx, r.client, []string{r.key(identity)}, args...).Int64Slice()
 	if err != nil {
-		r.pending.add(Lease{identity: identity, id: id}, r.lease)
+		r.unknown(ctx, Lease{identity: identity, id: id})
 		return Lease{}, nil, fmt.Errorf("inflight: acquire: %w", err)
 	}
 	if len(reply) != 3 || reply[0] < -1 || reply[0] > 1 {
 		return Lease{}, nil, fmt.Errorf("inflight: acquire: script returned %v", reply)
 	}
 	r.offset.Observe(reply[2])
-	r.pending.done(identity, released)
+	r.pending.done(identity, released, sent)
 	switch reply[0] {
 	case -1:
 		return Lease{}, nil, ErrLate
@@ -169,18 +172,19 @@ func (r *Redis) Renew(ctx context.Context, l Lease) (bool, error) {
 // Release gives a slot back, and with it those of the identity's releases
 // that failed before. Releasing a lease twice, or one that expired, is
 // harmless. Its only errors are Redis's, wrapped; the release is then made
-// again with the identity's next acquire or release, or, should Redis not
-// answer those either, the slot comes free within a lease time.
+// again in the background and with the identity's next acquire, charge or
+// release, or, should Redis answer none of them, the slot comes free
+// within a lease time.
 func (r *Redis) Release(ctx context.Context, l Lease) error {
 	if l.IsZero() {
 		return nil
 	}
-	ids := append([]string{l.id}, r.pending.of(l.identity)...)
+	ids, sent := append([]string{l.id}, r.pending.of(l.identity)...), time.Now()
 	if err := r.client.ZRem(ctx, r.key(l.identity), anys(ids)...).Err(); err != nil {
-		r.pending.add(l, r.lease)
+		r.releaseLater(l, time.Time{})
 		return fmt.Errorf("inflight: release: %w", err)
 	}
-	r.pending.done(l.identity, ids)
+	r.pending.done(l.identity, ids, sent)
 	return nil
 }
 
@@ -201,11 +205,10 @@ func anys(ss []string) []any {
 	return out
 }
 
-// key is the identity's lease set; the identity, escaped as the quota
-// escapes it (one to one, no brace left), is its hash tag.
-func (r *Redis) key(identity string) string {
-	return r.prefix + "{" + redislayout.EscapeIdentity(identity) + "}"
-}
+// key is the identity's lease set, tagged as the quota's keys of the
+// identity are (one to one, no brace left), so that a charge can take a
+// slot in its script on a Redis Cluster too.
+func (r *Redis) key(identity string) string { return redislayout.Key(r.prefix, identity, "") }
 
 func newID() (string, error) {
 	var b [12]byte
@@ -238,13 +241,18 @@ func (m *Memory) Acquire(_ context.Context, identity string, max int) (Lease, *D
 	if len(m.held[identity]) >= max {
 		return Lease{}, &Denial{Max: max, RetryAfter: time.Second}, nil
 	}
+	return m.take(identity), nil, nil
+}
+
+// take takes a slot of identity, with m.mu held.
+func (m *Memory) take(identity string) Lease {
 	if m.held[identity] == nil {
 		m.held[identity] = make(map[string]bool)
 	}
 	m.count++
 	id := strconv.FormatInt(m.count, 10)
 	m.held[identity][id] = true
-	return Lease{identity: identity, id: id}, nil, nil
+	return Lease{identity: identity, id: id}
 }
 
 // Renew reports whether the lease is held; Memory's leases do not expire.

@@ -394,9 +394,10 @@ func TestAcquireLate(t *testing.T) {
 	}
 }
 
-// A release that fails is made with the identity's next acquire or
-// release, in the same round trip: the slot is free again as soon as Redis
-// answers, not a lease time later.
+// A release that fails is made again once Redis answers: in the
+// background, and with the identity's next acquire or release, in the same
+// round trip. The slot is free again as soon as Redis answers, not a lease
+// time later.
 func TestReleaseRetried(t *testing.T) {
 	ctx := context.Background()
 	srv := quotatest.StartRedisServer(t)
@@ -423,12 +424,35 @@ func TestReleaseRetried(t *testing.T) {
 		if err := r.Release(rctx, l); err == nil {
 			t.Fatal("a release through a black hole succeeded")
 		}
-		p.Restore()
 		if n := held(t, srv.Addr, r, l.identity); n != 2 {
 			t.Fatalf("Redis holds %d leases after the lost release, want 2", n)
 		}
+		p.Restore()
 	}
+	// busy keeps the background sends from running, as if one were out:
+	// what is made is the next call's.
+	busy := func(t *testing.T) {
+		r.pending.mu.Lock()
+		r.pending.sending = true
+		r.pending.mu.Unlock()
+		t.Cleanup(func() {
+			r.pending.mu.Lock()
+			r.pending.sending = false
+			r.pending.mu.Unlock()
+		})
+	}
+	t.Run("in the background", func(t *testing.T) {
+		a := acquire(t, "key:c")
+		acquire(t, "key:c")
+		lost(t, a)
+		for deadline := time.Now().Add(5 * time.Second); held(t, srv.Addr, r, "key:c") != 1; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the lost release was not made 5 s after Redis answers again")
+			}
+		}
+	})
 	t.Run("next acquire", func(t *testing.T) {
+		busy(t)
 		a := acquire(t, "key:a")
 		acquire(t, "key:a")
 		lost(t, a)
@@ -438,6 +462,7 @@ func TestReleaseRetried(t *testing.T) {
 		}
 	})
 	t.Run("next release", func(t *testing.T) {
+		busy(t)
 		a, b := acquire(t, "key:b"), acquire(t, "key:b")
 		lost(t, a)
 		if err := r.Release(ctx, b); err != nil {
@@ -454,7 +479,7 @@ func TestReleaseRetried(t *testing.T) {
 func TestPendingBounded(t *testing.T) {
 	var p pending
 	for i := range maxPending + 1 {
-		p.add(Lease{identity: "key:1", id: strconv.Itoa(i)}, time.Minute)
+		p.add(Lease{identity: "key:1", id: strconv.Itoa(i)}, time.Minute, time.Time{})
 	}
 	if p.dropped != 1 || len(p.queue) != maxPending || p.queue[0].id != "1" {
 		t.Errorf("%d dropped, %d kept from %q; want 1 dropped, %d kept from \"1\"", p.dropped, len(p.queue), p.queue[0].id, maxPending)
@@ -462,13 +487,37 @@ func TestPendingBounded(t *testing.T) {
 	if ids := p.of("key:1"); len(ids) != maxPendingPerCall {
 		t.Errorf("a call carries %d releases, want %d", len(ids), maxPendingPerCall)
 	}
-	p.done("key:1", p.of("key:1"))
+	p.done("key:1", p.of("key:1"), time.Now())
 	if len(p.queue) != maxPending-maxPendingPerCall {
 		t.Errorf("%d kept after a call, want %d", len(p.queue), maxPending-maxPendingPerCall)
 	}
 	var q pending
-	q.add(Lease{identity: "key:2", id: "expired"}, 0)
+	q.add(Lease{identity: "key:2", id: "expired"}, 0, time.Time{})
 	if ids := q.of("key:2"); len(ids) != 0 {
 		t.Errorf("an expired lease is still released: %v", ids)
+	}
+}
+
+// The release of a slot whose charge or acquire failed, which Redis may
+// still take until the call's deadline, is carried by calls before then,
+// but forgotten only once one sent after it has made it: a release that
+// Redis ran before that script would free nothing.
+func TestPendingDue(t *testing.T) {
+	var p pending
+	due := time.Now().Add(time.Hour)
+	p.add(Lease{identity: "key:1", id: "unknown"}, 2*time.Hour, due)
+	if ids := p.of("key:1"); len(ids) != 1 {
+		t.Fatalf("a call carries %v, want the release not yet due", ids)
+	}
+	if owed, next := p.all(); owed != nil || !next.Equal(due) {
+		t.Errorf("the sender is given %v, next at %v; want nothing before %v", owed, next, due)
+	}
+	p.done("key:1", []string{"unknown"}, time.Now())
+	if len(p.queue) != 1 {
+		t.Fatal("a release made before it was due was forgotten")
+	}
+	p.done("key:1", []string{"unknown"}, due.Add(time.Millisecond))
+	if len(p.queue) != 0 {
+		t.Error("a release made after it was due is still owed")
 	}
 }

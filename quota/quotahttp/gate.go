@@ -191,13 +191,21 @@ type Request struct {
 	// Refuse makes one.
 	Refusal error
 	// Hold, when set, takes what the request holds while it runs, such as
-	// one of its caller's in-flight slots, before the charge; the gate
-	// calls release once the request is done, within its time budget, and
-	// tries a release that fails again in the background, like a refund.
-	// An error made with Refuse refuses the request as Refusal does; any
-	// other is a failure of the store, for the failure policy (served
-	// without the hold when failing open).
-	Hold func(ctx context.Context) (release func(context.Context) error, err error)
+	// one of its caller's in-flight slots, with its charge: given the
+	// gate's store, it returns the store to charge in its place, whose
+	// charge takes the hold only if admitted and is made only if the hold
+	// is free (inflight.Redis.Hold does both in the charge's own script,
+	// one round trip), and release, which the gate calls once the request
+	// is done, before its response's last byte goes out (a client that
+	// waits for its answer finds its hold given back: see
+	// responseWriter). release must not wait for
+	// I/O: the client would wait for it (inflight's sends the release in
+	// the background). A charge refused for its hold returns an error
+	// matching quota.ErrSlotsHeld, which refuses the request; any other
+	// error is the store's, for the failure policy (served without the
+	// hold when failing open). A request refused before its charge
+	// (Refusal) takes no hold.
+	Hold func(store Store) (holding Store, release func())
 	// Charge, when set, makes the charge in place of the store's Charge
 	// at Cost, within the gate's budget, given the gate's store: for a
 	// service that sends other commands in the charge's round trip, such
@@ -217,31 +225,13 @@ func (g *Gate) ServeRequest(w http.ResponseWriter, r *http.Request, req Request,
 	if req.OnError != nil {
 		m.onError = req.OnError
 	}
-	if req.Refusal != nil && !g.shadow {
-		g.refuse(w, r, next, m, req.Refusal) // spared the hold's round trip
-		return
-	}
-	if req.Hold != nil {
-		release, err := req.Hold(r.Context())
-		var refused *RefusedError
-		switch {
-		case errors.As(err, &refused):
-			g.refuse(w, r, next, m, err)
-			return
-		case err != nil && g.failClosed:
-			g.observe(r, Event{Kind: EventStoreFailed, Identity: req.Identity, Plan: req.Plan, Cost: req.Cost, Err: err})
-			setStatus(w.Header(), StatusRefused)
-			m.onError(w, r, &UnavailableError{Err: err})
-			return
-		case err != nil:
-			g.observe(r, Event{Kind: EventStoreFailed, Identity: req.Identity, Plan: req.Plan, Cost: req.Cost, Err: err})
-		case release != nil:
-			defer g.release(r, m.Metering, release)
-		}
-	}
 	if req.Refusal != nil {
 		g.refuse(w, r, next, m, req.Refusal) // in shadow mode: served, shadow-denied
 		return
+	}
+	if req.Hold != nil {
+		m.store, m.release = req.Hold(g.store)
+		defer m.releaseHold()
 	}
 	identity, plan := req.Identity, req.Plan
 	var start time.Time
@@ -273,6 +263,10 @@ func (g *Gate) ServeRequest(w http.ResponseWriter, r *http.Request, req Request,
 		e.Kind = EventTooCostly
 		g.observe(r, e)
 		g.refuse(w, r, next, m, err) // a *quota.TooCostlyError
+	case errors.Is(err, quota.ErrSlotsHeld):
+		e.Kind = EventSlotsHeld
+		g.observe(r, e)
+		g.refuse(w, r, next, m, err) // the hold's: nothing charged
 	case errors.Is(err, quota.ErrInvalid):
 		// A price out of range or a malformed plan: a bug of the service,
 		// never an outage to serve unmetered.
@@ -364,21 +358,25 @@ func (g *Gate) run(w http.ResponseWriter, r *http.Request, next http.Handler, m 
 }
 
 // charge charges m's request within the time budget: with its own charge,
-// if it has one. A store in process (quota.Memory, or a deny cache in
-// front of one) answers without I/O, so it is spared the budget's timer.
+// if it has one, and to its hold's store, if it has one. A store in
+// process (quota.Memory, or a deny cache in front of one) answers without
+// I/O, so it is spared the budget's timer.
 func (g *Gate) charge(ctx context.Context, m *metering) (quota.Decision, error) {
-	charge := m.charge
+	charge, store := m.charge, m.store
 	if charge == nil {
 		charge = func(ctx context.Context, store Store) (quota.Decision, error) {
 			return store.Charge(ctx, m.Identity, m.Plan, m.Cost)
 		}
 	}
+	if store == nil {
+		store = g.store
+	}
 	if g.inProcess {
-		return charge(ctx, g.store)
+		return charge(ctx, store)
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	return charge(ctx, g.store)
+	return charge(ctx, store)
 }
 
 // call runs f within the time budget, on a context that outlives the
@@ -392,10 +390,16 @@ func (g *Gate) call(ctx context.Context, f func(context.Context) error) error {
 
 // responseWriter refunds the charge when the handler answers a status the
 // refund rule names, before the status goes out, so the headers can say so.
+//
+// It also gives the request's hold back (Request.Hold) before the last
+// byte of a body of known length goes out: a large body leaves as it is
+// written, and a client that has it all may send its next request before
+// the handler returns.
 type responseWriter struct {
 	http.ResponseWriter
 	m     *metering
 	wrote bool
+	left  int64 // the bytes of the body still to write; -1 unknown
 }
 
 func (w *responseWriter) WriteHeader(status int) {
@@ -404,6 +408,10 @@ func (w *responseWriter) WriteHeader(status int) {
 		if w.m.gate.refundIf(status) {
 			w.m.refund(w.m.r.Context())
 		}
+		w.left = -1
+		if n, err := strconv.ParseInt(w.Header().Get("Content-Length"), 10, 64); err == nil {
+			w.left = n
+		}
 	}
 	w.ResponseWriter.WriteHeader(status)
 }
@@ -411,6 +419,11 @@ func (w *responseWriter) WriteHeader(status int) {
 func (w *responseWriter) Write(b []byte) (int, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
+	}
+	if w.left >= 0 {
+		if w.left -= int64(len(b)); w.left <= 0 {
+			w.m.releaseHold()
+		}
 	}
 	return w.ResponseWriter.Write(b)
 }

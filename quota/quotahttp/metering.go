@@ -92,9 +92,14 @@ type metering struct {
 	values headerValues   // the first quota headers' values, allocated with the rest
 
 	// onError answers the request's refusals and failures; charge, when
-	// set, is the request's own charge (Request.Charge).
+	// set, is the request's own charge (Request.Charge); store, when set,
+	// is what it charges in place of the gate's (Request.Hold).
 	onError func(http.ResponseWriter, *http.Request, error)
 	charge  func(context.Context, Store) (quota.Decision, error)
+	store   Store
+	// release gives back the request's hold (Request.Hold); nil once
+	// called, or for none.
+	release func()
 
 	mu       sync.Mutex
 	refunded bool
@@ -300,3 +305,12 @@ func chargedStatus(rc quota.Receipt) Status {
 
 // given is d as it stands once units of its charge are given back.
 func given(d quota.Decision, units int64) quota.Decision { return d.Given(units) }
+
+// releaseHold gives back the request's hold, once: called on the
+// request's goroutine, by the writer of its last byte or when it is done.
+func (m *metering) releaseHold() {
+	if release := m.release; release != nil {
+		m.release = nil
+		release()
+	}
+}

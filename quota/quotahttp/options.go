@@ -157,7 +157,7 @@ const (
 	// The request joined its caller's line to wait its turn (WithMaxWait);
 	// its Decision is the denial it waits out, if it was charged before.
 	EventWaiting
-	// The release of a request's hold (Request.Hold) failed: it is tried
-	// again in the background.
-	EventReleaseFailed
+	// The request's hold (Request.Hold) refused its charge: every slot is
+	// held (quota.ErrSlotsHeld). Nothing was charged.
+	EventSlotsHeld
 )

@@ -55,21 +55,6 @@ type owed struct {
 	// settle marks a settlement of m's receipt down to actual units.
 	settle bool
 	actual int64
-	// release, when set, gives back a hold (Request.Hold) of m's request.
-	release func(context.Context) error
-}
-
-// release gives back the hold of m's request within the time budget, and
-// owes it to the backlog if that fails.
-func (g *Gate) release(r *http.Request, m Metering, release func(context.Context) error) {
-	err := g.call(r.Context(), release)
-	if err == nil {
-		return
-	}
-	g.observe(r, Event{Kind: EventReleaseFailed, Identity: m.Identity, Plan: m.Plan, Cost: m.Cost, Err: err})
-	if g.backlog.reserve() {
-		g.owe(owed{r: detached(r), m: m, release: release, since: time.Now()})
-	}
 }
 
 // SettleLater lowers the charge of d, a decision of the gate's store for
@@ -204,10 +189,6 @@ func (g *Gate) attempt(o owed) bool {
 	old := time.Since(o.since) > pendingLife
 	if o.settle {
 		return g.settleOnce(o, old)
-	}
-	if o.release != nil {
-		// A hold's lease ends it in the end: given up when old.
-		return old || g.call(o.r.Context(), o.release) == nil
 	}
 	if o.id == "" {
 		if old {

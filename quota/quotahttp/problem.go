@@ -48,6 +48,7 @@ func NewProblem(status int, code, title, detail string) *Problem {
 //   - *DeniedError: 429 quota-exceeded, or quota-exhausted when the
 //     binding limit is a calendar period (with resets_at);
 //   - *quota.TooCostlyError: 422 cost-exceeds-plan;
+//   - *quota.SlotsHeldError: 429 concurrency-exceeded (limit "in-flight");
 //   - *UnavailableError: 503 quota-unavailable;
 //   - context.Canceled: 499 client-closed (nobody reads it; logs do);
 //   - an error with an HTTPStatus() int method: that status, code
@@ -57,6 +58,7 @@ func ProblemFor(err error) *Problem {
 	var (
 		denied    *DeniedError
 		tooCostly *quota.TooCostlyError
+		held      *quota.SlotsHeldError
 		down      *UnavailableError
 		status    interface{ HTTPStatus() int }
 	)
@@ -85,6 +87,13 @@ func ProblemFor(err error) *Problem {
 			fmt.Sprintf("this request costs %d units; limit %q of plan %q admits at most %d in any %s",
 				tooCostly.Cost, l.Name, planOf(tooCostly.Plan, l.Name), l.Max, periodOrWindow(l)))
 		p.Cost, p.Limit, p.MaxCost = tooCostly.Cost, l.Name, tooCostly.Plan.MaxCost()
+		return p
+	case errors.As(err, &held):
+		p := NewProblem(http.StatusTooManyRequests, "concurrency-exceeded", "Too many requests in progress",
+			fmt.Sprintf("all %d requests this caller may have in progress at once are; retry when one has finished", held.Max))
+		// A slot comes back when one of the caller's requests ends, usually
+		// well before the lease that bounds the wait.
+		p.Limit, p.RetryAfterMS = "in-flight", max(1, min(held.Expires, time.Second).Milliseconds())
 		return p
 	case errors.As(err, &down):
 		p := NewProblem(http.StatusServiceUnavailable, "quota-unavailable", "Quota service unavailable",

@@ -34,7 +34,8 @@ const (
 //
 // A waiting request holds its connection, its goroutine (a few KB of
 // stack) and a timer for up to d, and whatever the service holds around
-// the gate (in tileapi, an in-flight slot); the caps bound them. 0, the
+// the gate; not its hold (Request.Hold), taken with the charge that admits
+// it. The caps bound them. 0, the
 // default, waits for nothing. Shadow mode never waits: it refuses nothing.
 func WithMaxWait(d time.Duration) Option {
 	return func(g *Gate) { g.maxWait = max(d, 0) }

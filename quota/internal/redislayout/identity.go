@@ -70,10 +70,11 @@ func plain(c byte) bool {
 // read as part of another member.
 func plainMember(c byte) bool { return c != ':' && plain(c) }
 
-// key returns the key of identity under prefix, ending in suffix: the
+// Key returns the key of identity under prefix, ending in suffix: the
 // escaped identity as the hash tag, or, for a member identity, its tag,
-// "/" and the escaped member.
-func key(prefix, identity, suffix string) string {
+// "/" and the escaped member. Every key of an identity, its in-flight
+// leases' too, is in one Redis Cluster slot.
+func Key(prefix, identity, suffix string) string {
 	if tag, member, ok := SplitMember(identity); ok {
 		return prefix + "{" + tag + "}/" + escape(member, plainMember) + suffix
 	}

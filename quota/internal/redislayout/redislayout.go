@@ -85,12 +85,12 @@ func WindowField(i, f int) int { return Shared + Per*i + f }
 // "4" is the layout's version: keys of an older layout are never read, and
 // expire on their own. (Counters keep version 3: their form has not
 // changed.)
-func LogKey(prefix, identity string) string { return key(prefix, identity, ":l4") }
+func LogKey(prefix, identity string) string { return Key(prefix, identity, ":l4") }
 
 // CountersKey returns the key of identity's calendar counters under prefix:
 // a hash of a field a period limit, each the start of its period and the
 // units used in it. It shares the log's hash tag.
-func CountersKey(prefix, identity string) string { return key(prefix, identity, ":c3") }
+func CountersKey(prefix, identity string) string { return Key(prefix, identity, ":c3") }
 
 // Entry is one admitted charge in a log.
 type Entry struct {
