@@ -123,3 +123,28 @@ func used(d Decision) []int64 {
 	}
 	return u
 }
+
+// serverTarget is a store to test concurrency on, as the servers that
+// share it: one Memory, or n Redis stores (one client each, as n servers)
+// on each of redisTargets.
+type serverTarget struct {
+	name    string
+	servers func(t *testing.T) []Store
+}
+
+// serverTargets returns the Memory target, then each of redisTargets as n
+// servers sharing one prefix.
+func serverTargets(n int) []serverTarget {
+	targets := []serverTarget{{"memory", func(*testing.T) []Store { return []Store{NewMemory(nil)} }}}
+	for _, target := range redisTargets {
+		targets = append(targets, serverTarget{target.name, func(t *testing.T) []Store {
+			prefix := testPrefix(t)
+			var ss []Store
+			for _, c := range target.clients(t, n) {
+				ss = append(ss, NewRedis(c, WithPrefix(prefix)))
+			}
+			return ss
+		}})
+	}
+	return targets
+}

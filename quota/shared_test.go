@@ -219,23 +219,7 @@ func TestSharedConcurrentExactness(t *testing.T) {
 	if err := plan.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	targets := []struct {
-		name    string
-		servers func(t *testing.T) []Store
-	}{{"memory", func(*testing.T) []Store { return []Store{NewMemory(nil)} }}}
-	for _, target := range redisTargets {
-		targets = append(targets, struct {
-			name    string
-			servers func(t *testing.T) []Store
-		}{target.name, func(t *testing.T) []Store {
-			prefix := testPrefix(t)
-			var ss []Store
-			for _, c := range target.clients(t, 2) {
-				ss = append(ss, NewRedis(c, WithPrefix(prefix)))
-			}
-			return ss
-		}})
-	}
+	targets := serverTargets(2)
 	for _, target := range targets {
 		t.Run(target.name, func(t *testing.T) {
 			servers := target.servers(t)

@@ -113,23 +113,7 @@ func TestSoftLimitOverage(t *testing.T) {
 func TestSoftConcurrentExactness(t *testing.T) {
 	const secondMax, monthMax, maxCost = 300, 200, 5
 	plan := mustPlan(t, "payg", Limit{Name: "second", Max: secondMax, Window: time.Second}, Limit{Name: "month", Max: monthMax, Period: Month, Soft: true})
-	targets := []struct {
-		name    string
-		servers func(t *testing.T) []Store
-	}{{"memory", func(*testing.T) []Store { return []Store{NewMemory(nil)} }}}
-	for _, target := range redisTargets {
-		targets = append(targets, struct {
-			name    string
-			servers func(t *testing.T) []Store
-		}{target.name, func(t *testing.T) []Store {
-			prefix := testPrefix(t)
-			var ss []Store
-			for _, c := range target.clients(t, 4) {
-				ss = append(ss, NewRedis(c, WithPrefix(prefix)))
-			}
-			return ss
-		}})
-	}
+	targets := serverTargets(4)
 	for _, target := range targets {
 		t.Run(target.name, func(t *testing.T) {
 			servers := target.servers(t)
