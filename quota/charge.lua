@@ -78,7 +78,8 @@ local a, hfmt, recfmt, ttl, np, counters, pargs
 local existed, rebuilt, changed, empty, liveHead, pv, restored
 local record, cost, now
 -- The fields of window i in the header h, and of its limit in the
--- arguments a, come after j = win(i): j runs from w1 to wn by Per.
+-- arguments a, come after j = Shared + Per * (i - 1): j runs from w1 to wn
+-- by Per.
 local w1, wn
 local parts, multi, states, state, resume = 0, false, nil, nil, nil
 -- The slot: its key and the score of its lease when taken (nil for none),
@@ -151,7 +152,7 @@ local allowed, ask, asked = true, {}, 0
 for p = 1, parts do
   if multi then resume(states[p]) end
   local n, tb, cb = a[aN], a[aTB], a[aCB]
-  w1, wn = win(1), win(n)
+  w1, wn = Shared, Shared + Per * (n - 1)
 
   -- The log is rebuilt (below) unless it has this plan's windows and record
   -- widths and room for now's offset. A record that has left the longest
@@ -194,7 +195,7 @@ for p = 1, parts do
       end
       h[j + Window], h[j + Sum], h[j + Head], h[j + Oldest], h[j + OldestCost] = w, sum, head, oldest, oldestCost
     end
-    h[headerFields(n)] = n
+    h[Shared + Per * n + 1] = n
     local bytes = {}
     for e = 1, kept do bytes[e] = pack(recfmt, at[e] - base, cs[e]) end
     raw, start, width, rfmt, m = table.concat(bytes), 0, tb + cb, recfmt, n
@@ -268,7 +269,7 @@ local admitted, reply = allowed and record, nil
 for p = 1, parts do
   if multi then
     resume(states[p])
-    w1, wn = win(1), win(a[aN])
+    w1, wn = Shared, Shared + Per * (a[aN] - 1)
   end
   local header
   if admitted then
@@ -312,7 +313,7 @@ for p = 1, parts do
   reply = reply and reply .. header or header
 
   if not admitted then
-    -- fitsAt returns when enough of window j's (win(i)'s) records, from
+    -- fitsAt returns when enough of window j's records, from
     -- its oldest on, will have left it to free need units: the time the
     -- cost fits, absent other traffic.
     local function fitsAt(j, need)

@@ -5,13 +5,11 @@
 -- these functions read the log with as few as they can.
 local call, unpack_, pack = redis.call, struct.unpack, struct.pack
 
--- headerFields returns the number of doubles in the header of n windows
--- (redislayout.HeaderFields).
-local function headerFields(n) return Shared + Per * n + 1 end
-
--- win returns the field before the first of window i (from 1): its field f
--- is h[win(i) + f], field redislayout.WindowField(i-1, f) in Go.
-local function win(i) return Shared + Per * (i - 1) end
+-- A header of n windows holds Shared + Per * n + 1 doubles
+-- (redislayout.HeaderFields), and window i's (from 1) field f is
+-- h[Shared + Per * (i - 1) + f] (redislayout.WindowField(i-1, f) in Go).
+-- The scripts spell these out rather than call functions for them: Redis
+-- runs a script's body on every call, creating each of its functions anew.
 
 -- The log the script works on: its key; raw, the chunk read from its end,
 -- whose first byte is byte start (from 0) of the log; its header h (nil if
@@ -21,21 +19,32 @@ local key, raw, start, h, m, width, rfmt
 
 -- openLog reads the end of the log at k (from chunkStart): its header and
 -- newest records, and the whole of a small log. A header is most likely of
--- n windows (struct format fmt) and records of tb + cb bytes (format
--- recfmt); others are read at their own sizes.
+-- n windows (struct format fmt; n is 0 when the caller has no guess) and
+-- records of tb + cb bytes (format recfmt): such a header is read in one
+-- call, its last field (the number of windows) saying it was one; others
+-- are read at their own sizes.
 local function openLog(k, n, fmt, tb, cb, recfmt)
   key, h = k, nil
   raw = call('GETRANGE', key, chunkStart, '-1')
   if #raw < 8 then return end
-  m = unpack_('>d', raw, #raw - 7)
-  local fields = headerFields(m)
-  if m ~= n then fmt = '>' .. string.rep('d', fields) end
-  local size = 8 * fields
-  if size > #raw then raw = call('GETRANGE', key, -size, -1) end
-  h = {unpack_(fmt, raw, #raw - size + 1)}
+  local fields = Shared + Per * n + 1
+  if n > 0 and 8 * fields <= #raw then
+    h = {unpack_(fmt, raw, #raw - 8 * fields + 1)}
+    m = h[fields]
+  else
+    m = unpack_('>d', raw, #raw - 7)
+  end
+  if m ~= n then
+    h, fields = nil, Shared + Per * m + 1
+    fmt = '>' .. string.rep('d', fields)
+  end
+  if not h then
+    if 8 * fields > #raw then raw = call('GETRANGE', key, -8 * fields, -1) end
+    h = {unpack_(fmt, raw, #raw - 8 * fields + 1)}
+  end
   width, rfmt = h[TB] + h[CB], recfmt
   if h[TB] ~= tb or h[CB] ~= cb then rfmt = string.format(recordPattern, h[TB], h[CB]) end
-  start = h[Cap] * width + size - #raw
+  start = h[Cap] * width + 8 * fields - #raw
 end
 
 -- records returns a string that holds the log's records k to stop - 1

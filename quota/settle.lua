@@ -24,7 +24,7 @@ local actual = tonumber(ARGV[1])
 local function settle(k, counters, index, at, cost, pa, np)
   openLog(k, 0, '', 0, 0, nil)
   if not h then return false end
-  local n, hfmt = m, '>' .. string.rep('d', headerFields(m))
+  local n, hfmt = m, '>' .. string.rep('d', Shared + Per * m + 1)
 
   -- The record's place in the string: records before h[Live] have left
   -- every window, and there is nothing left to give back.
@@ -52,7 +52,7 @@ local function settle(k, counters, index, at, cost, pa, np)
   -- refunded oldest record passes the window's oldest on to the next of
   -- nonzero cost; a lowered one keeps it, at its new cost.
   local liveHead, wmax = nil, 0
-  for j = win(1), win(n), Per do
+  for j = Shared, Shared + Per * (n - 1), Per do
     if p >= h[j + Head] then
       h[j + Sum] = h[j + Sum] - (old - actual)
       if p == h[j + Head] then
