@@ -241,9 +241,12 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 		}
 		for i, h := range hits { // warm the cache
 			// A 503 (a quota call over its budget on a busy machine) says
-			// retry: warming only has to get each tile cached once.
+			// retry: warming only has to get each tile cached once. So does
+			// a 429 on a plan of its own (-plan) whose keys the phase before
+			// spent: the burst window empties within seconds.
 			res := do(ctx, hc, s.URL, s.key(i), request{RouteTileHit, s.tilePath(h)})
-			for try := 0; res.Status == http.StatusServiceUnavailable && try < busyTries; try++ {
+			for try := 0; (res.Status == http.StatusServiceUnavailable && try < busyTries) ||
+				(res.Status == http.StatusTooManyRequests && try < spentTries); try++ {
 				time.Sleep(busyPause)
 				res = do(ctx, hc, s.URL, s.key(i), request{RouteTileHit, s.tilePath(h)})
 			}
@@ -300,6 +303,9 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 const (
 	busyTries = 20
 	busyPause = 100 * time.Millisecond
+	// spentTries is how often warming asks again after a 429, busyPause
+	// apart: longer than the compiled-in plans' burst window of 5 s.
+	spentTries = 70
 )
 
 // HitTiles is how many tiles the hit phase repeats: the first of
