@@ -290,10 +290,11 @@ var keysActions = map[string]action{
 		maxInFlight := fs.Int("max-in-flight", -1, "the key's own in-flight limit; 0: no limit")
 		overage := fs.String("overage", "", "comma-separated day and month limits the key goes on past as metered overage instead of 429 (soft caps), in place of its plan's")
 		noOverage := fs.Bool("no-overage", false, "every limit of the key a hard cap, whatever its plan's overage")
+		alerts := fs.String("alerts", "", "the key's alert thresholds of day and month limits, in place of its plan's: LIMIT=P,P,...[;LIMIT=...], such as month=50,80,100; LIMIT= for none")
 		clear := fs.Bool("clear", false, "remove the key's overrides: back to its plan alone")
 		plansFile := plansFlag(fs, getenv)
 		return func(id int64, pos []string) (work, error) {
-			o, err := parseOverrides(pos[1:], *maxInFlight, *overage, *noOverage, *clear)
+			o, err := parseOverrides(pos[1:], *maxInFlight, *overage, *alerts, *noOverage, *clear)
 			if err != nil {
 				return nil, err
 			}
@@ -559,10 +560,10 @@ func overrideKey(ctx context.Context, s *keys.Postgres, id int64, o plans.Overri
 // in-flight flag (-1 when not given) and the overage flags (the limits
 // that go into overage, comma-separated; or none, with noOverage) into
 // Overrides; clear asks for none, and goes with nothing else.
-func parseOverrides(args []string, maxInFlight int, overage string, noOverage, clear bool) (plans.Overrides, error) {
+func parseOverrides(args []string, maxInFlight int, overage, alerts string, noOverage, clear bool) (plans.Overrides, error) {
 	var o plans.Overrides
 	if clear {
-		if len(args) > 0 || maxInFlight >= 0 || overage != "" || noOverage {
+		if len(args) > 0 || maxInFlight >= 0 || overage != "" || alerts != "" || noOverage {
 			return o, errors.New("-clear goes alone")
 		}
 		return o, nil
@@ -576,22 +577,59 @@ func parseOverrides(args []string, maxInFlight int, overage string, noOverage, c
 	case noOverage:
 		o.Overage = &[]string{}
 	}
+	if alerts != "" {
+		a, err := parseAlerts(alerts)
+		if err != nil {
+			return o, err
+		}
+		o.Alerts = a
+	}
 	for _, a := range args {
 		name, rest, ok1 := strings.Cut(a, "=")
 		maxText, window, ok2 := strings.Cut(rest, "/")
 		max, err := strconv.ParseInt(maxText, 10, 64)
 		if !ok1 || !ok2 || err != nil {
-			return o, fmt.Errorf("limit %q is not NAME=MAX/WINDOW, such as burst=500/5s", a)
+			return o, fmt.Errorf("limit %q is not NAME=MAX/WINDOW, such as burst=500/5s or month=50000/month", a)
 		}
-		o.Limits = append(o.Limits, plans.FileLimit{Name: name, Max: max, Window: window})
+		l := plans.FileLimit{Name: name, Max: max, Window: window}
+		if window == "day" || window == "month" { // a calendar period, not a window
+			l.Window, l.Period = "", window
+		}
+		o.Limits = append(o.Limits, l)
 	}
 	if maxInFlight >= 0 {
 		o.MaxInFlight = &maxInFlight
 	}
 	if o.IsZero() {
-		return o, errors.New("no limit, no -max-in-flight and no -overage: say what to override, or -clear")
+		return o, errors.New("no limit, no -max-in-flight, no -overage and no -alerts: say what to override, or -clear")
 	}
 	return o, nil
+}
+
+// parseAlerts reads -alerts: LIMIT=P,P,... for each limit, separated by
+// semicolons; LIMIT= alone turns that limit's alerts off. The percents are
+// checked with the plan (plans.Set.KeyPlan).
+func parseAlerts(text string) (plans.Alerts, error) {
+	a := plans.Alerts{}
+	for _, part := range strings.Split(text, ";") {
+		name, list, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("alerts %q is not LIMIT=P,P,..., such as month=50,80,100", part)
+		}
+		pcts := []int{}
+		for _, p := range strings.Split(list, ",") {
+			if p = strings.TrimSpace(p); p == "" {
+				continue
+			}
+			n, err := strconv.Atoi(strings.TrimSuffix(p, "%"))
+			if err != nil {
+				return nil, fmt.Errorf("alerts of %s: %q is not a whole percent", name, p)
+			}
+			pcts = append(pcts, n)
+		}
+		a[name] = pcts
+	}
+	return a, nil
 }
 
 // checkOverrides reports overrides that do not make a valid plan of plan.
