@@ -23,8 +23,8 @@ type RedisInfo interface {
 type RedisUse struct {
 	// Commands is each command's calls per request. Redis counts the
 	// commands a script calls (redis.call) as well as those clients send:
-	// evalsha counts the scripts run, and a script's zadd or get shows
-	// beside it, so the sum is no count of round trips.
+	// fcall counts the functions run (evalsha the scripts), and their
+	// zadd or get show beside it, so the sum is no count of round trips.
 	Commands map[string]float64 `json:"commands_per_request"`
 	// Total is the sum of Commands.
 	Total float64 `json:"total_per_request"`

@@ -260,7 +260,7 @@ func (r *ThroughputReport) allRoutes() []RouteStats {
 	return out
 }
 
-// commandList is "evalsha 1.00, get 1.00, ...": the commands called at
+// commandList is "fcall 1.00, get 1.00, ...": the commands called at
 // least once in a hundred requests, the most called first.
 func commandList(calls map[string]float64) string {
 	names := slices.Collect(maps.Keys(calls))

@@ -31,12 +31,13 @@
 --          Redis TIME), aDeadline (after it, in Redis time, no charge is
 --          made; 0 for none), read from the first part's only; aTB and
 --          aCB (the part's record widths), aN (its number of windows),
---          aPeriods (its number of calendar periods), then each window's
+--          aPeriods (its number of calendar periods), aTTL (its log's
+--          TTL in milliseconds), then each window's
 --          aWindow (microseconds) and aMax where the header holds its
 --          fields; of the size of a header
 -- then the struct format of the packed arguments and of the header, then
 --          of a record: built by Go, so the script builds none
--- then the longest window in milliseconds, as text: the log's TTL
+-- then the log's TTL in milliseconds, as text: aTTL's, for the commands
 -- then, for a part with periods: per period its start, end, the end of
 --          the one after, and max (packed doubles; the period that holds
 --          now is the first or, once now has passed its end, the
@@ -183,8 +184,10 @@ for p = 1, parts do
       first = h[First] + h[Tail] - kept
     end
     local base = kept > 0 and at[1] or now
+    local expires = h and h[Expires] or 0 -- the string is written anew with its TTL kept
     h = {}
     h[Last], h[Base], h[First], h[Tail], h[Live], h[TB], h[CB], h[Cap] = now, base, first, kept, 0, tb, cb, kept
+    h[Expires] = expires
     for j = w1, wn, Per do
       local w = a[j + aWindow]
       local sum, head, oldest, oldestCost = 0, kept, -1, 0
@@ -260,7 +263,10 @@ if #ask > 0 then return restoreReply .. pack('>' .. string.rep('d', #ask), unpac
 -- some window fill less than a quarter of it, a new string of those
 -- records is written instead, with room for half as many again: the
 -- compaction, amortised O(1) a record; so it is after a rebuild. A log
--- lives one longest window past its last admit, then vanishes.
+-- lives at least one longest window past its last admit, then vanishes:
+-- its TTL (aTTL) is a quarter more than that, and set again only once
+-- less than the longest window is left of it (Expires), so a PEXPIRE
+-- comes about every quarter window rather than with every charge.
 --
 -- Not admitted, a log keeps what the checks changed, or vanishes when
 -- nothing is left in any window; the reply tells when the cost fits in
@@ -288,6 +294,10 @@ for p = 1, parts do
       if h[j + Oldest] < 0 then h[j + Head], h[j + Oldest], h[j + OldestCost] = t, now, cost end
     end
     h[Tail], h[Live] = t + 1, h[liveHead]
+    -- aTTL is five fourths of the longest window: less than that left is
+    -- less than four fifths of aTTL (a millisecond spared for rounding).
+    local expire = kept or h[Expires] < now + a[aTTL] * 800 + 1000
+    if expire then h[Expires] = now + a[aTTL] * 1000 end
     header = pack(hfmt, unpack(h))
     local gap = (h[Cap] - t - 1) * width -- the room left after the new record
     if kept then
@@ -299,11 +309,11 @@ for p = 1, parts do
       local q = (t + 1) * width - start
       local room = q >= 0 and string.sub(raw, q + 1, q + gap) or string.rep('\0', gap)
       call('SETRANGE', key, t * width, rec .. room .. header)
-      call('PEXPIRE', key, ttl)
+      if expire then call('PEXPIRE', key, ttl) end
     else
       call('SETRANGE', key, t * width, rec)
       call('SETRANGE', key, h[Cap] * width, header)
-      call('PEXPIRE', key, ttl)
+      if expire then call('PEXPIRE', key, ttl) end
     end
   else
     header = pack(hfmt, unpack(h))

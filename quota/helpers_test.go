@@ -69,16 +69,22 @@ func clusterClient(tb testing.TB) *redis.ClusterClient {
 }
 
 // fixtures returns a fresh memory store, Redis store and Redis Cluster
-// store, each with its own clock.
+// store, and a Redis store that sends its scripts by EVALSHA as on a
+// server without functions, each with its own clock.
 func fixtures(t *testing.T) []fixture {
 	t.Helper()
-	mc, rc, cc := newClock(), newClock(), newClock()
+	mc, rc, cc, sc := newClock(), newClock(), newClock(), newClock()
 	return []fixture{
 		{"memory", NewMemory(mc.Now), mc},
 		{"redis", NewRedis(redisClient(t), WithPrefix(testPrefix(t)), withClock(rc.Now)), rc},
 		{"cluster", NewRedis(clusterClient(t), WithPrefix(testPrefix(t)), withClock(cc.Now)), cc},
+		{"redis-scripts", NewRedis(redisClient(t), WithPrefix(testPrefix(t)), withClock(sc.Now), withScriptsOnly()), sc},
 	}
 }
+
+// withScriptsOnly makes the store send its scripts by EVALSHA from the
+// start, as it does once it finds Redis without functions.
+func withScriptsOnly() RedisOption { return func(r *Redis) { r.scriptsOnly.Store(true) } }
 
 // eachStore runs f as a subtest against every store.
 func eachStore(t *testing.T, f func(t *testing.T, fx fixture)) {
@@ -147,4 +153,11 @@ func serverTargets(n int) []serverTarget {
 		}})
 	}
 	return targets
+}
+
+// loadLibrary loads the scripts' library into c, so that pipelined calls
+// find it.
+func loadLibrary(t *testing.T, c *redis.Client) error {
+	t.Helper()
+	return NewRedis(c).loadLibrary(context.Background())
 }

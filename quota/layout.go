@@ -14,7 +14,7 @@ import (
 // internal/redislayout (the log's layout): layout.lua declares each as a Lua
 // local of its Go name, generated from the Go source (TestLayoutLua, run
 // with -update to rewrite it), and every script that reads a log runs it
-// first (luaScript). So a name is spelled the same in Go and in Lua (the
+// first (library.go). So a name is spelled the same in Go and in Lua (the
 // Go name without its package: redislayout.Sum is Sum, aCost is aCost),
 // and its value is written once. Every constant declared in this file
 // reaches the scripts; one they do not need belongs in another file.
@@ -34,6 +34,7 @@ const (
 	aN        // the number of the log's windows
 	aDeadline // the caller's deadline, microseconds of Redis time; 0 for none
 	aPeriods  // the number of the part's calendar periods: their keys and arguments follow the part's
+	aTTL      // the log's TTL in milliseconds (logTTL)
 )
 
 // Limit i (from 1) has argument f at redislayout.WindowField(i-1, f),
@@ -105,12 +106,6 @@ var (
 	//go:embed log.lua
 	logLua string
 )
-
-// luaScript returns the source of a script that reads a log: layout.lua
-// (the names above and redislayout's, as Lua locals), log.lua (the
-// functions such scripts share), then body, whose first lines say so. It
-// is built once per script, so Redis caches each by one SHA.
-func luaScript(body string) string { return layoutLua + logLua + body }
 
 // recordWidths returns the bytes a plan's records give the time offset and
 // the cost: the offset spans at least four longest windows, so the base is

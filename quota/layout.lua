@@ -4,7 +4,7 @@
 -- value, in their order and with their comments:
 --   internal/redislayout/redislayout.go
 --   layout.go
--- luaScript (layout.go) puts this before every script that reads a log.
+-- The library of the scripts that read a log (library.go) starts with this.
 
 -- internal/redislayout/redislayout.go
 
@@ -17,7 +17,8 @@ local Live = 5 -- records before this one have left every window: they await the
 local TB = 6 -- the bytes of a record's time offset
 local CB = 7 -- the bytes of a record's cost
 local Cap = 8 -- the records the string has room for: the header starts at Cap times the record width
-local Shared = 8 -- the number of fields shared by all windows
+local Expires = 9 -- when the log's TTL, as last set, ends (microseconds); 0 if unknown
+local Shared = 9 -- the number of fields shared by all windows
 
 -- Each window of the plan has Per fields after the shared ones: window i
 -- (from 1) holds field f at Shared + Per*(i-1) + f. After the windows comes
@@ -46,6 +47,7 @@ local aCB = 5
 local aN = 6 -- the number of the log's windows
 local aDeadline = 7 -- the caller's deadline, microseconds of Redis time; 0 for none
 local aPeriods = 8 -- the number of the part's calendar periods: their keys and arguments follow the part's
+local aTTL = 9 -- the log's TTL in milliseconds (logTTL)
 
 -- Limit i (from 1) has argument f at redislayout.WindowField(i-1, f),
 -- where the header holds field f of window i.

@@ -77,7 +77,7 @@ func renderLayoutLua(files []string) ([]byte, error) {
 	for _, name := range files {
 		fmt.Fprintf(&b, "--   %s\n", name)
 	}
-	b.WriteString("-- luaScript (layout.go) puts this before every script that reads a log.\n")
+	b.WriteString("-- The library of the scripts that read a log (library.go) starts with this.\n")
 	fset := token.NewFileSet()
 	for _, name := range files {
 		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)

@@ -3,7 +3,9 @@
 -- the script after it (layout.go). Every Lua C call, table and string
 -- costs Redis about a thousand instructions, a command several thousand:
 -- these functions read the log with as few as they can.
-local call, unpack_, pack = redis.call, struct.unpack, struct.pack
+-- Redis's own functions, set by each function of the library as it
+-- starts (library.go): a library's text may not read them as it loads.
+local call, unpack_, pack
 
 -- A header of n windows holds Shared + Per * n + 1 doubles
 -- (redislayout.HeaderFields), and window i's (from 1) field f is

@@ -27,7 +27,7 @@ import (
 func TestMemoryPerEntrySteadyState(t *testing.T) {
 	ctx := context.Background()
 	c := redisClient(t)
-	if err := chargeScript.Load(ctx, c).Err(); err != nil {
+	if err := loadLibrary(t, c); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%9s %12s %12s %9s", "entries", "least bytes", "most bytes", "most/entry")
@@ -47,7 +47,7 @@ func TestMemoryPerEntrySteadyState(t *testing.T) {
 			pipe := c.Pipeline()
 			for ; tick < int64(total) && pipe.Len() < 1000; tick++ {
 				keys, args := s.chargeArgs(&chargeCall{identity: "m", plan: p, cost: 1, record: true})
-				chargeScript.EvalSha(ctx, pipe, keys, args...)
+				s.queueScript(ctx, pipe, chargeFn, keys, args...)
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				t.Fatal(err)

@@ -48,7 +48,7 @@ func TestMemoryPerEntry(t *testing.T) {
 			return epoch.Add(time.Duration(tick) * time.Millisecond)
 		}))
 		p := mustPlan(t, "mem", Limit{Name: "day", Max: 1 << 30, Window: 24 * time.Hour})
-		if err := chargeScript.Load(ctx, c).Err(); err != nil {
+		if err := loadLibrary(t, c); err != nil {
 			t.Fatal(err)
 		}
 		oldLog, oldState := prefix+"old:l2", prefix+"old:s2"
@@ -60,7 +60,7 @@ func TestMemoryPerEntry(t *testing.T) {
 			for ; done < tc.entries && pipe.Len() < 1000; done++ {
 				cost := 1 + tick%9
 				keys, args := s.chargeArgs(&chargeCall{identity: "m", plan: p, cost: cost, record: true})
-				chargeScript.EvalSha(ctx, pipe, keys, args...)
+				s.queueScript(ctx, pipe, chargeFn, keys, args...)
 				at := epoch.Add(time.Duration(tick) * time.Millisecond).UnixMicro()
 				members = append(members, redis.Z{Score: float64(at), Member: oldMember(at, cost)})
 			}

@@ -5,19 +5,11 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
-var (
-	//go:embed overdraft.lua
-	overdraftLua string
-	// overdraftScript is charge.lua inside overdraft.lua, which marks the
-	// charge's id.
-	overdraftScript = redis.NewScript(luaScript(strings.Replace(overdraftLua, "\n-- charge.lua\n", "\n"+chargeLua+"\n", 1)))
-)
+//go:embed overdraft.lua
+var overdraftLua string
 
 // OverdraftIDLife is how long Redis remembers the id of an overdraft
 // charge: a retry of the same id within it is not counted again.
@@ -59,7 +51,7 @@ func (r *Redis) ChargeOverdraft(ctx context.Context, identity string, plan Plan,
 		// or none.
 		keys = append(keys, r.key(identity)+":overdraft:"+id)
 		args = append(args, strconv.FormatInt(OverdraftIDLife.Milliseconds(), 10))
-		reply, err := overdraftScript.Run(ctx, r.client, keys, args...).Text()
+		reply, err := r.runScript(ctx, overdraftFn, keys, args...).Text()
 		if err != nil {
 			return "", fmt.Errorf("quota: overdraft: %w", err)
 		}

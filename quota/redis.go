@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,12 +19,10 @@ import (
 
 var (
 	//go:embed charge.lua
-	chargeLua    string
-	chargeScript = redis.NewScript(luaScript(chargeLua))
+	chargeLua string
 
 	//go:embed settle.lua
-	settleLua    string
-	settleScript = redis.NewScript(luaScript(settleLua))
+	settleLua string
 
 	//go:embed raise.lua
 	raiseLua    string
@@ -34,6 +33,8 @@ var (
 // *redis.ClusterClient, a *redis.Ring or any redis.UniversalClient fit.
 type rediser interface {
 	redis.Scripter
+	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
+	FunctionLoad(ctx context.Context, code string) *redis.StringCmd
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
 	Get(ctx context.Context, key string) *redis.StringCmd
 	Pipeline() redis.Pipeliner
@@ -56,6 +57,9 @@ type Redis struct {
 	now    func() time.Time
 	offset redisclock.Offset
 	source PeriodSource
+	// scriptsOnly is set once Redis is found to have no functions: the
+	// store then sends its scripts by EVALSHA (library.go).
+	scriptsOnly atomic.Bool
 }
 
 // PeriodSource holds a durable copy of what identities used in calendar
@@ -181,17 +185,17 @@ func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64,
 		keys, args := r.chargeArgs(&c)
 		var cmd *redis.Cmd
 		if len(along) == 0 || sent {
-			cmd = chargeScript.Run(ctx, r.client, keys, args...)
+			cmd = r.runScript(ctx, chargeFn, keys, args...)
 		} else {
 			sent = true
 			pipe := r.client.Pipeline()
 			for _, c := range along {
 				_ = pipe.Process(ctx, c)
 			}
-			cmd = chargeScript.EvalSha(ctx, pipe, keys, args...)
+			cmd = r.queueScript(ctx, pipe, chargeFn, keys, args...)
 			_, _ = pipe.Exec(ctx) // each command holds its own error
-			if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-				cmd = chargeScript.Run(ctx, r.client, keys, args...) // once a server: it loads the script
+			if missingScript(cmd.Err()) {
+				cmd = r.runScript(ctx, chargeFn, keys, args...) // once a server: it loads the library
 			}
 		}
 		reply, err := cmd.Text()
@@ -374,7 +378,7 @@ func (r *Redis) restore(ctx context.Context, c *chargeCall, ask header) error {
 
 // The charge arguments fit in the shape of a header: the shared ones before
 // the first window's fields, a limit's within its window's.
-const _ = uint(redislayout.Shared-aPeriods) + uint(redislayout.Per-aMax)
+const _ = uint(redislayout.Shared-aTTL) + uint(redislayout.Per-aMax)
 
 // chargeArgs returns the keys and arguments of charge.lua for c (see
 // charge.lua): first the slot's (Slot.args), then per part: its log's key, and its counters' for a plan with
@@ -406,6 +410,8 @@ func (r *Redis) chargeArgs(c *chargeCall) ([]string, []any) {
 		set(aCB, int64(cb))
 		set(aN, int64(n))
 		set(aPeriods, int64(len(periods)))
+		ttl := logTTL(plan)
+		set(aTTL, ttl.Milliseconds())
 		// An overdraft charge, and a soft limit, refuse nothing: their
 		// max is above any sum, so the script counts past Max unchanged.
 		most := func(l Limit) int64 {
@@ -425,7 +431,7 @@ func (r *Redis) chargeArgs(c *chargeCall) ([]string, []any) {
 			limit(len(sliding), plan.History, historyMax)
 		}
 		keys = append(keys, r.key(identity))
-		args = append(args, string(packed), headerFormat(n), recordFormats[tb][cb], longestMillis(plan))
+		args = append(args, string(packed), headerFormat(n), recordFormats[tb][cb], strconv.FormatInt(ttl.Milliseconds(), 10))
 		if len(periods) == 0 {
 			continue
 		}
@@ -488,10 +494,14 @@ func windowCount(plan Plan, sliding []int) int {
 // log can hold, so it refuses nothing.
 const historyMax = 1 << 53
 
-// longestMillis is how long the log keeps a charge under plan, in
-// milliseconds, as text: the TTL of the log.
-func longestMillis(plan Plan) string {
-	return strconv.FormatInt(plan.keep().Milliseconds(), 10)
+// logTTL is the TTL the charge script gives the log of plan: a quarter
+// more than the longest a charge is kept, so that the script sets it
+// again (PEXPIRE, about 9,000 of Redis's instructions) only once less than
+// that is left, about every quarter window, not at every charge. An idle
+// log so lives one to one and a quarter longest windows.
+func logTTL(plan Plan) time.Duration {
+	keep := plan.keep().Truncate(time.Millisecond)
+	return keep + keep/4
 }
 
 // Refund removes an admitted charge, in every part of it (the plan's
@@ -538,7 +548,7 @@ func (r *Redis) settle(ctx context.Context, rc Receipt, actual int64) (Receipt, 
 			args = append(args, m.name, m.start)
 		}
 	}
-	found, err := settleScript.Run(ctx, r.client, keys, args...).Int()
+	found, err := r.runScript(ctx, settleFn, keys, args...).Int()
 	switch {
 	case err != nil:
 		return Receipt{}, false, fmt.Errorf("quota: settle: %w", err)

@@ -253,7 +253,7 @@ func (h *holdScripts) DialHook(next redis.DialHook) redis.DialHook { return next
 
 func (h *holdScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); (name == "evalsha" || name == "eval") && h.armed.CompareAndSwap(true, false) {
+		if name := cmd.Name(); (name == "fcall" || name == "evalsha" || name == "eval") && h.armed.CompareAndSwap(true, false) {
 			h.held <- time.Now()
 			<-h.release
 		}
@@ -279,7 +279,7 @@ func TestChargeTakesRedisTime(t *testing.T) {
 	c.AddHook(hold)
 	s := NewRedis(c, WithPrefix(testPrefix(t)))
 	p := mustPlan(t, "time", PerMinute(10))
-	charge(t, s, "t", p, 1) // loads the script: the held call is an EVALSHA that runs
+	charge(t, s, "t", p, 1) // loads the library: the held call is an FCALL that runs
 
 	redisTime := func() time.Time {
 		t.Helper()
@@ -328,8 +328,9 @@ func TestChargeTakesRedisTime(t *testing.T) {
 	}
 }
 
-// A SCRIPT FLUSH (as after a failover) must not fail a single call: EVALSHA
-// falls back to EVAL on NOSCRIPT.
+// A FUNCTION FLUSH and a SCRIPT FLUSH (as on a server that lost them) must
+// not fail a single call: an FCALL that finds the library missing loads it
+// and calls again.
 func TestNoScriptRecovery(t *testing.T) {
 	for _, target := range redisTargets {
 		t.Run(target.name, func(t *testing.T) {
@@ -337,23 +338,31 @@ func TestNoScriptRecovery(t *testing.T) {
 			c := target.clients(t, 1)[0]
 			s := NewRedis(c, WithPrefix(testPrefix(t)))
 			p := mustPlan(t, "noscript", PerMinute(10))
-			for i := range 3 {
-				flush := func(ctx context.Context, c *redis.Client) error { return c.ScriptFlush(ctx).Err() }
-				var err error
-				if cc, ok := c.(*redis.ClusterClient); ok {
-					err = cc.ForEachShard(ctx, flush)
-				} else {
-					err = flush(ctx, c.(*redis.Client))
+			flush := func(ctx context.Context, c *redis.Client) error {
+				if err := c.FunctionFlush(ctx).Err(); err != nil {
+					return err
 				}
-				if err != nil {
+				return c.ScriptFlush(ctx).Err()
+			}
+			flushAll := func() error {
+				if cc, ok := c.(*redis.ClusterClient); ok {
+					return cc.ForEachShard(ctx, flush)
+				}
+				return flush(ctx, c.(*redis.Client))
+			}
+			for i := range 3 {
+				if err := flushAll(); err != nil {
 					t.Fatal(err)
 				}
 				d, err := s.Charge(ctx, "n", p, 1)
 				if err != nil || !d.Allowed || d.Limits[0].Used != int64(i+1) {
-					t.Fatalf("charge %d after SCRIPT FLUSH: %+v, %v", i, d, err)
+					t.Fatalf("charge %d after the flush: %+v, %v", i, d, err)
+				}
+				if err := flushAll(); err != nil {
+					t.Fatal(err)
 				}
 				if _, err := s.Refund(ctx, d.Receipt); err != nil {
-					t.Fatalf("refund after SCRIPT FLUSH: %v", err)
+					t.Fatalf("refund after the flush: %v", err)
 				}
 				charge(t, s, "n", p, 1)
 			}
@@ -361,9 +370,9 @@ func TestNoScriptRecovery(t *testing.T) {
 	}
 }
 
-// The log expires one longest window after the last admit, by Redis's
-// clock, and not before; a peek or a denial never creates it or leaves it
-// without a TTL, and idle identities vanish. The test polls for each state
+// The log expires one to one and a quarter longest windows after the last
+// admit, by Redis's clock, and not before; a peek or a denial never
+// creates it or leaves it without a TTL, and idle identities vanish. The test polls for each state
 // with a deadline: the windows are Redis's, on its own clock.
 func TestKeysExpire(t *testing.T) {
 	ctx := context.Background()
@@ -393,7 +402,7 @@ func TestKeysExpire(t *testing.T) {
 	}
 	admit := charge(t, s, "e", p, 2)
 	charge(t, s, "e", p, 1) // denied by the short limit
-	checkTTL(key, "after an admit and a denial", long)
+	checkTTL(key, "after an admit and a denial", long*5/4)
 	for deadline := time.Now().Add(long + 10*time.Second); c.Exists(ctx, key).Val() != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the log of an idle identity remains 10 s after its window of %v", long)
@@ -419,9 +428,42 @@ func TestKeysExpire(t *testing.T) {
 	if u := used(peek(t, s, "f", p)); !slices.Equal(u, []int64{0, 2}) {
 		t.Errorf("a short window after the admit: used %v, want [0 2]", u)
 	}
-	checkTTL(key, "after a peek", time.Minute)
+	checkTTL(key, "after a peek", time.Minute*5/4)
 	peek(t, s, "f", mustPlan(t, "other", PerMinute(9)))
-	checkTTL(key, "after a re-plan", time.Minute)
+	checkTTL(key, "after a re-plan", time.Minute*5/4)
+}
+
+// A log's TTL is set again only once less than a longest window is left
+// of it, not at every charge, and yet never ends within a window of an
+// admit: on a server of its own, charges every 20 ms for 1.5 windows of
+// 1 s, each followed by its log's PTTL, make a handful of PEXPIRE.
+func TestExpiryRefreshedEveryQuarterWindow(t *testing.T) {
+	ctx := context.Background()
+	srv := quotatest.StartRedisServer(t)
+	c := quotatest.NewClient(t, srv.URL())
+	s := NewRedis(c, WithPrefix(testPrefix(t)))
+	const window = time.Second
+	p := mustPlan(t, "ttl", Limit{Name: "w", Max: 1 << 20, Window: window})
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	charges := 0
+	for start := time.Now(); time.Since(start) < window*3/2; time.Sleep(20 * time.Millisecond) {
+		before := time.Now()
+		charge(t, s, "q", p, 1)
+		charges++
+		ttl := c.PTTL(ctx, s.key("q")).Val()
+		if ends := time.Now().Add(ttl); ends.Before(before.Add(window-2*time.Millisecond)) || ttl > window*5/4 {
+			t.Fatalf("charge %d: PTTL %v: the log would end %v after the charge began, want one window to 1.25", charges, ttl, ends.Sub(before))
+		}
+	}
+	got := calls(t, c, "pexpire", "set")
+	// The first charge sets the TTL with the log (SET PX); each refresh
+	// after a quarter window is a PEXPIRE, or a SET PX when the log is
+	// rewritten.
+	if refreshes := got["pexpire"] + got["set"]; refreshes < 2 || refreshes > 12 || refreshes > charges/3 {
+		t.Errorf("%d charges over 1.5 windows set the TTL %d times (%v), want every quarter window or so", charges, refreshes, got)
+	}
 }
 
 // An identity's log is in its hash tag's cluster slot whatever bytes the

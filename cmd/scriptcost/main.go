@@ -161,6 +161,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := rs.control("-z"); err != nil {
 			return err
 		}
+		if err := rs.client.ConfigResetStat(ctx).Err(); err != nil {
+			return err
+		}
+		start := time.Now()
 		if err := loop(); err != nil {
 			return err
 		}
@@ -169,6 +173,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		perDecision[i] = float64(total) / float64(*n)
+		cmds, err := commandsPerCall(ctx, rs.client, *n)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "%s: %v a decision, Redis commands a decision: %s\n", impl.name, time.Since(start)/time.Duration(*n), cmds)
 	}
 
 	fmt.Fprintf(stdout, "%-16s %14s %8s\n", "implementation", "instr/decision", "ratio")
@@ -193,7 +202,7 @@ type step struct{ name, lua string }
 // formats and the TTL; redis_rate: its key and four numbers as text).
 var (
 	tileapiSteps = []step{
-		{"EVALSHA of an empty script, with the arguments", `return ''`},
+		{"FCALL of an empty function, with the arguments", `return ''`},
 		{"+ TIME", `local t = redis.call('TIME') return ''`},
 		{"+ GETRANGE of the log's end", `local t = redis.call('TIME')
 local raw = redis.call('GETRANGE', KEYS[1], '-4096', '-1') return ''`},
@@ -237,27 +246,45 @@ func breakDown(ctx context.Context, rs *redisUnderCallgrind, store *quota.Redis,
 		}
 	}
 	for _, impl := range []struct {
-		name  string
-		steps []step
-		call  func(id string) ([]string, []any)
+		name      string
+		steps     []step
+		functions bool // the steps are functions (FCALL), not scripts
+		call      func(id string) ([]string, []any)
 	}{
-		{"tileapi", tileapiSteps, func(id string) ([]string, []any) {
-			return []string{store.LogKey(id)}, []any{strings.Repeat("\x00", 96), ">dddddddddddd", ">I3I3", "2000"}
+		{"tileapi", tileapiSteps, true, func(id string) ([]string, []any) {
+			return []string{store.LogKey(id)}, []any{strings.Repeat("\x00", 8*15), ">ddddddddddddddd", ">I3I3", "2500"}
 		}},
-		{"redis_rate", rateSteps, func(id string) ([]string, []any) {
+		{"redis_rate", rateSteps, false, func(id string) ([]string, []any) {
 			return []string{"rate:scriptcost:" + id}, []any{limit, limit, 1, 1}
 		}},
 	} {
 		fmt.Fprintf(stdout, "\n%s, a decision broken down:\n%-52s %14s\n", impl.name, "step", "instructions")
+		// tileapi's scripts are the functions of a library (FCALL), redis_rate's
+		// scripts (EVALSHA): each step is called as its implementation calls.
+		if impl.functions {
+			lib := "#!lua name=scriptcost_steps\n"
+			for i, st := range impl.steps {
+				lib += fmt.Sprintf("redis.register_function('step%d', function(KEYS, ARGV)\n%s\nend)\n", i, st.lua)
+			}
+			if err := rs.client.FunctionLoadReplace(ctx, lib).Err(); err != nil {
+				return fmt.Errorf("load the steps: %w", err)
+			}
+		}
 		var before float64
-		for _, st := range impl.steps {
+		for i, st := range impl.steps {
 			script := redis.NewScript(st.lua)
+			run := func(keys []string, args []any) *redis.Cmd {
+				if impl.functions {
+					return rs.client.FCall(ctx, "step"+strconv.Itoa(i), keys, args...)
+				}
+				return script.Run(ctx, rs.client, keys, args...)
+			}
 			if err := rs.control("-z"); err != nil {
 				return err
 			}
 			for j := range n {
 				keys, args := impl.call("id-" + strconv.Itoa(j%ids))
-				if err := script.Run(ctx, rs.client, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+				if err := run(keys, args).Err(); err != nil && !errors.Is(err, redis.Nil) {
 					return fmt.Errorf("%s: %s: %w", impl.name, st.name, err)
 				}
 			}
@@ -366,4 +393,28 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// commandsPerCall returns the commands Redis ran since its stats were
+// reset, a call of n, as "fcall 1.00, time 1.00, ...".
+func commandsPerCall(ctx context.Context, c *redis.Client, n int) (string, error) {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return "", err
+	}
+	var out []string
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		k, err := strconv.Atoi(calls)
+		if err != nil || strings.HasSuffix(name, "config|resetstat") {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %.2f", strings.TrimPrefix(name, "cmdstat_"), float64(k)/float64(n)))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", "), nil
 }

@@ -93,11 +93,11 @@ func TestHotTiles(t *testing.T) {
 		}
 	}
 	const (
-		onPath = "evalsha+get+pttl" // the charge with the lookup and its TTL, one trip
-		charge = "evalsha"          // a charge alone; or a Redis hit's settlement
-		store  = "set"              // a miss's tile stored
+		onPath = "fcall+get+pttl" // the charge with the lookup and its TTL, one trip
+		charge = "fcall"          // a charge alone; or a Redis hit's settlement
+		store  = "set"            // a miss's tile stored
 	)
-	// Load the scripts (a first EVALSHA answers NOSCRIPT, then EVAL).
+	// Load the scripts (a first FCALL finds the library missing, which it loads).
 	get(a, "/v1/tiles/countries/0/0/0.mvt", "MISS", "8")
 	log.until(t, func(ts []string) bool { return slices.Contains(ts, store) })
 

@@ -433,16 +433,16 @@ func testInFlightRoundTrips(t *testing.T, rdb redis.UniversalClient) {
 		c.InFlight = inflight.NewRedis(rdb, inflight.WithPrefix(prefix+"f:"))
 		c.TileCache = tilecache.NewRedis(rdb, prefix+"tile:", time.Minute)
 	}))
-	// Load the script (a first EVALSHA answers NOSCRIPT, then EVAL).
+	// Load the script (a first FCALL finds the library missing, which it loads).
 	if resp := e.get(t, contains, key("two")...); resp.StatusCode != 200 {
 		t.Fatalf("first request: status %d", resp.StatusCode)
 	}
 	log.until(t, count(1))
 	for i, tc := range []struct{ path, onPath string }{
-		{contains, "evalsha"},
-		{contains, "evalsha"},
-		{"/v1/tiles/places/2/2/1.mvt", "evalsha+get"},
-		{contains, "evalsha"},
+		{contains, "fcall"},
+		{contains, "fcall"},
+		{"/v1/tiles/places/2/2/1.mvt", "fcall+get"},
+		{contains, "fcall"},
 	} {
 		resp := e.get(t, tc.path, key("two")...)
 		if resp.StatusCode != 200 {

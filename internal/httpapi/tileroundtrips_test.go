@@ -126,15 +126,15 @@ func testTileRoundTrips(t *testing.T, rdb redis.UniversalClient) {
 		}
 	}
 	const (
-		onPath = "evalsha+get" // the charge and the lookup, one trip
-		store  = "set"         // a miss's tile stored
-		lower  = "evalsha"     // a hit's charge lowered, or a second charge
+		onPath = "fcall+get" // the charge and the lookup, one trip
+		store  = "set"       // a miss's tile stored
+		lower  = "fcall"     // a hit's charge lowered, or a second charge
 	)
-	// Load the scripts (a first EVALSHA answers NOSCRIPT, then EVAL).
+	// Load the scripts (a first FCALL finds the library missing, which it loads).
 	get("/v1/tiles/countries/0/0/0.mvt", "pro", "MISS", "8")
 	log.until(t, func(ts []string) bool { return slices.Contains(ts, store) })
 	get("/v1/tiles/countries/0/0/0.mvt", "pro", "HIT", "2")
-	log.until(t, func(ts []string) bool { return len(ts) > 1 && strings.HasPrefix(ts[len(ts)-1], "eval") })
+	log.until(t, func(ts []string) bool { return len(ts) > 1 && strings.HasPrefix(ts[len(ts)-1], "fcall") })
 
 	for _, tc := range []struct {
 		name, path, plan, cache, cost string

@@ -370,7 +370,7 @@ func TestHoldOneRoundTrip(t *testing.T) {
 	r := NewRedis(c, WithPrefix(prefix+"f:"))
 	store := quota.NewRedis(c, quota.WithPrefix(prefix+"q:"))
 	plan := mustPlan(t, quota.PerMinute(1000))
-	// Load the script.
+	// Load the library.
 	if _, err := store.Charge(ctx, "warm", plan, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -380,8 +380,8 @@ func TestHoldOneRoundTrip(t *testing.T) {
 		if d, err := h.Charge(ctx, "sequential", plan, 1); err != nil || !d.Allowed {
 			t.Fatalf("request %d: %+v, %v", i, d, err)
 		}
-		if got := trips.take(); len(got) != 1 || got[0] != "evalsha" {
-			t.Fatalf("request %d made the round trips %q on its path, want one evalsha", i, got)
+		if got := trips.take(); len(got) != 1 || got[0] != "fcall" {
+			t.Fatalf("request %d made the round trips %q on its path, want one fcall", i, got)
 		}
 		h.Release() // its ZREM waits in the hook
 	}

@@ -66,7 +66,7 @@ func plain(c byte) bool {
 }
 
 // plainMember is plain without ":": a member escaped so has no colon, so
-// nothing a key adds after it (":l4", ":c3", ":l4:overdraft:...") can be
+// nothing a key adds after it (":l5", ":c3", ":l5:overdraft:...") can be
 // read as part of another member.
 func plainMember(c byte) bool { return c != ':' && plain(c) }
 

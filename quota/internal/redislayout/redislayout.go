@@ -43,7 +43,8 @@ const (
 	TB                // the bytes of a record's time offset
 	CB                // the bytes of a record's cost
 	Cap               // the records the string has room for: the header starts at Cap times the record width
-	Shared = Cap      // the number of fields shared by all windows
+	Expires           // when the log's TTL, as last set, ends (microseconds); 0 if unknown
+	Shared = Expires  // the number of fields shared by all windows
 )
 
 // Each window of the plan has Per fields after the shared ones: window i
@@ -82,10 +83,10 @@ func WindowField(i, f int) int { return Shared + Per*i + f }
 // Cluster slot; a member identity (Member) carries its group's tag, then
 // "/" and the member escaped (colons too), so the keys of a group and of
 // its members share one slot. Distinct identities have distinct keys. The
-// "4" is the layout's version: keys of an older layout are never read, and
+// "5" is the layout's version: keys of an older layout are never read, and
 // expire on their own. (Counters keep version 3: their form has not
 // changed.)
-func LogKey(prefix, identity string) string { return Key(prefix, identity, ":l4") }
+func LogKey(prefix, identity string) string { return Key(prefix, identity, ":l5") }
 
 // CountersKey returns the key of identity's calendar counters under prefix:
 // a hash of a field a period limit, each the start of its period and the

@@ -95,12 +95,12 @@ func TestMemberKeys(t *testing.T) {
 		}
 	}
 	checkKeys(t, ids, groups)
-	for id, want := range map[string]string{"key:42": "q:{key:42}:l4", "a b": "q:{a%20b}:l4", "{a b}c": "q:{%7Ba%20b%7Dc}:l4"} {
+	for id, want := range map[string]string{"key:42": "q:{key:42}:l5", "a b": "q:{a%20b}:l5", "{a b}c": "q:{%7Ba%20b%7Dc}:l5"} {
 		if got := LogKey("q:", id); got != want {
 			t.Errorf("LogKey(%q) = %q, want %q as before", id, got, want)
 		}
 	}
-	if got := LogKey("q:", Member("customer:7", "key:42")); got != "q:{customer:7}/key%3A42:l4" {
+	if got := LogKey("q:", Member("customer:7", "key:42")); got != "q:{customer:7}/key%3A42:l5" {
 		t.Errorf("a member's log is at %q", got)
 	}
 }
