@@ -35,16 +35,16 @@ import (
 
 // The header's fields, numbered from 1 as in a Lua table unpacked from it.
 const (
-	Last   = 1 + iota // the latest time seen (microseconds); time never runs back from it
-	Base              // the time record offsets count from
-	First             // the index, counted since the log began, of the string's first record
-	Tail              // the number of records in the string
-	Live              // records before this one have left every window: they await the rewrite
-	TB                // the bytes of a record's time offset
-	CB                // the bytes of a record's cost
-	Cap               // the records the string has room for: the header starts at Cap times the record width
-	Expires           // when the log's TTL, as last set, ends (microseconds); 0 if unknown
-	Shared = Expires  // the number of fields shared by all windows
+	Last    = 1 + iota // the latest time seen (microseconds); time never runs back from it
+	Base               // the time record offsets count from
+	First              // the index, counted since the log began, of the string's first record
+	Tail               // the number of records in the string
+	Live               // records before this one have left every window: they await the rewrite
+	TB                 // the bytes of a record's time offset
+	CB                 // the bytes of a record's cost
+	Cap                // the records the string has room for: the header starts at Cap times the record width
+	Expires            // when the log's TTL, as last set, ends (microseconds); 0 if unknown
+	Shared  = Expires  // the number of fields shared by all windows
 )
 
 // Each window of the plan has Per fields after the shared ones: window i
