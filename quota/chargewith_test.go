@@ -90,22 +90,23 @@ func TestChargeWithSendsNothingWhenRefusedEarly(t *testing.T) {
 	}
 }
 
-// A server that does not know the script yet (a restart, SCRIPT FLUSH)
-// still charges once: the pipeline's EVALSHA fails alone, and the script
-// is sent on its own.
-func TestChargeWithAfterScriptFlush(t *testing.T) {
+// A server that does not have the library yet (a restart, FUNCTION FLUSH)
+// still charges once: the pipeline's FCALL fails alone, and the function
+// is called on its own once the library is loaded.
+func TestChargeWithAfterFlush(t *testing.T) {
 	ctx := context.Background()
 	// A server of its own: a flush of the shared one would hit other
-	// test binaries' pipelined EVALSHAs.
+	// tests' pipelined calls.
 	c := quotatest.NewClient(t, quotatest.StartRedisServer(t).URL())
 	s := NewRedis(c, WithPrefix(testPrefix(t)))
 	p := mustPlan(t, "p", Limit{Name: "minute", Max: 5, Window: time.Minute})
-	if err := c.ScriptFlush(ctx).Err(); err != nil {
+	charge(t, s, "warm", p, 1) // the library loaded, then lost
+	if err := c.FunctionFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	get := redis.NewStringCmd(ctx, "get", "k")
 	if d, sent, err := s.ChargeWith(ctx, "id", p, 2, get); err != nil || !sent || !d.Allowed {
-		t.Fatalf("after SCRIPT FLUSH: %+v, sent %v, %v", d, sent, err)
+		t.Fatalf("after FUNCTION FLUSH: %+v, sent %v, %v", d, sent, err)
 	}
 	if u := used(peek(t, s, "id", p)); u[0] != 2 {
 		t.Errorf("used %v, want 2: charged once", u)

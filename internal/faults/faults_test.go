@@ -144,12 +144,17 @@ var faults = []fault{
 				}
 			}
 		}},
-	{name: "redis SCRIPT FLUSH", wait: redisWait, allowed: func(bool) []string { return []string{charged} },
+	// The quota's Lua is a function library, the in-flight leases' scripts:
+	// both are flushed, and every call that meets either gone must load it.
+	{name: "redis FUNCTION and SCRIPT FLUSH", wait: redisWait, allowed: func(bool) []string { return []string{charged} },
 		inject: func(t *testing.T, r *rig) func() {
 			done := make(chan struct{})
 			var wg sync.WaitGroup
 			wg.Go(func() {
 				for {
+					if err := redisDo(r.redis.Addr, "FUNCTION", "FLUSH"); err != nil {
+						t.Error(err)
+					}
 					if err := redisDo(r.redis.Addr, "SCRIPT", "FLUSH"); err != nil {
 						t.Error(err)
 					}
