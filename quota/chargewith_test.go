@@ -104,11 +104,18 @@ func TestChargeWithAfterFlush(t *testing.T) {
 	if err := c.FunctionFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
 	get := redis.NewStringCmd(ctx, "get", "k")
 	if d, sent, err := s.ChargeWith(ctx, "id", p, 2, get); err != nil || !sent || !d.Allowed {
 		t.Fatalf("after FUNCTION FLUSH: %+v, sent %v, %v", d, sent, err)
 	}
 	if u := used(peek(t, s, "id", p)); u[0] != 2 {
 		t.Errorf("used %v, want 2: charged once", u)
+	}
+	// The pipeline's FCALL failed; the one after the load did not.
+	if got := calls(t, c, "fcall", "function|load"); got["fcall failed"] != 1 || got["function|load"] != 1 {
+		t.Errorf("commands %v: want one failed fcall, one load", got)
 	}
 }

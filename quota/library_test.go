@@ -12,7 +12,8 @@ import (
 )
 
 // calls returns how many times Redis ran each of names since its stats
-// were last reset (INFO commandstats).
+// were last reset (INFO commandstats), and under name+" failed" how many
+// of those failed.
 func calls(t *testing.T, c *redis.Client, names ...string) map[string]int {
 	t.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
@@ -25,6 +26,9 @@ func calls(t *testing.T, c *redis.Client, names ...string) map[string]int {
 			if rest, ok := strings.CutPrefix(line, "cmdstat_"+name+":calls="); ok {
 				n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
 				got[name] = n
+				if _, failed, ok := strings.Cut(rest, "failed_calls="); ok {
+					got[name+" failed"], _ = strconv.Atoi(strings.TrimSpace(failed))
+				}
 			}
 		}
 	}

@@ -194,8 +194,11 @@ func (r *Redis) run(ctx context.Context, identity string, plan Plan, cost int64,
 			}
 			cmd = r.queueScript(ctx, pipe, chargeFn, keys, args...)
 			_, _ = pipe.Exec(ctx) // each command holds its own error
-			if missingScript(cmd.Err()) {
-				cmd = r.runScript(ctx, chargeFn, keys, args...) // once a server: it loads the library
+			if err := cmd.Err(); missingScript(err) {
+				// Once a server: load the library (or turn to scripts),
+				// then call alone.
+				r.recoverFunctions(ctx, err)
+				cmd = r.runScript(ctx, chargeFn, keys, args...)
 			}
 		}
 		reply, err := cmd.Text()
