@@ -103,6 +103,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// A plan as tileapi sells them: a burst window, a window, a month.
+	sold, err := quota.NewPlan("sold",
+		quota.Limit{Name: "burst", Max: limit, Window: *window / 10},
+		quota.Limit{Name: "window", Max: limit, Window: *window},
+		quota.PerMonth(1<<40))
+	if err != nil {
+		return err
+	}
 	store := quota.NewRedis(rs.client, quota.WithPrefix(prefix))
 	rate := redis_rate.NewLimiter(rs.client)
 	slots := inflight.NewRedis(rs.client, inflight.WithPrefix(prefix+"f:"))
@@ -128,6 +136,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		{"tileapi-inflight", func(ctx context.Context, id string) error {
 			h := slots.Hold(store, "f:"+id, 8)
 			if _, err := h.Charge(ctx, "f:"+id, one, 1); err != nil {
+				return err
+			}
+			return slots.Release(ctx, h.Lease())
+		}},
+		// A request on a plan as tileapi sells them (two windows and a
+		// month), with its in-flight slot: the compiled-in plans' path.
+		{"tileapi-sold", func(ctx context.Context, id string) error {
+			h := slots.Hold(store, "s:"+id, 8)
+			if _, err := h.Charge(ctx, "s:"+id, sold, 1); err != nil {
 				return err
 			}
 			return slots.Release(ctx, h.Lease())
