@@ -1,7 +1,8 @@
 // Command scriptcost counts the instructions Redis executes per quota
-// decision, for quota's charge script (one and two limits, and one limit
-// with an in-flight slot taken in the script and given back, or in three
-// round trips) and for
+// decision, for quota's charge script (one and two limits; one limit with
+// an in-flight slot taken in the script and given back, or in three round
+// trips; and a plan as tileapi sells them, two windows and a month with a
+// slot) and for
 // go-redis/redis_rate's AllowN, by running redis-server under Valgrind's
 // callgrind. Unlike a timed benchmark the counts barely move from run to
 // run, so they show what a change to charge.lua costs Redis.
