@@ -22,7 +22,8 @@
 --          then the header (internal/redislayout)
 -- its counters, for a part with calendar periods: a hash of a field a
 --          period limit: the period's start and the units used in it,
---          packed doubles
+--          packed doubles; and expiresField, when the hash's TTL as last
+--          set ends
 --
 -- and in the arguments:
 --
@@ -76,7 +77,7 @@
 -- several parts keeps each part's in a table between the passes over
 -- them (state and resume, below).
 local a, hfmt, recfmt, ttl, np, counters, pargs
-local existed, rebuilt, changed, empty, liveHead, pv, restored
+local existed, rebuilt, changed, empty, liveHead, pv, restored, pexpires
 local record, cost, now
 -- The fields of window i in the header h, and of its limit in the
 -- arguments a, come after j = Shared + Per * (i - 1): j runs from w1 to wn
@@ -133,11 +134,11 @@ repeat
       states = {}
       state = function()
         return {a, hfmt, recfmt, ttl, np, counters, pargs, key, raw, start, h, m, width, rfmt,
-          existed, rebuilt, changed, empty, liveHead, pv, restored}
+          existed, rebuilt, changed, empty, liveHead, pv, restored, pexpires}
       end
       resume = function(s)
         a, hfmt, recfmt, ttl, np, counters, pargs, key, raw, start, h, m, width, rfmt,
-          existed, rebuilt, changed, empty, liveHead, pv, restored = unpack(s, 1, 21)
+          existed, rebuilt, changed, empty, liveHead, pv, restored, pexpires = unpack(s, 1, 22)
       end
     end
   end
@@ -223,16 +224,19 @@ for p = 1, parts do
   h[Last], h[Live] = now, h[liveHead]
 
   -- Calendar periods: an exact count a period, which starts again at zero at
-  -- each boundary. pv holds per period its start, end, use and max.
+  -- each boundary. pv holds per period its start, end, use and max;
+  -- pexpires when the counters' TTL ends (0 if unknown), read with them.
   restored = false
   if np > 0 then
     pv = {}
     local spans = {unpack_('>' .. string.rep('d', 4 * np), ARGV[pargs])}
     local ra = {unpack_('>' .. string.rep('d', 2 * np), ARGV[pargs + np + 1])}
+    local vs = call('HMGET', counters, expiresField, unpack(ARGV, pargs + 1, pargs + np))
+    pexpires = vs[1] and unpack_('>d', vs[1]) or 0
     for i = 1, np do
       local begin, stop, after, pmax = spans[4 * i - 3], spans[4 * i - 2], spans[4 * i - 1], spans[4 * i]
       if now >= stop then begin, stop = stop, after end
-      local used, v = 0, call('HGET', counters, ARGV[pargs + i])
+      local used, v = 0, vs[i + 1]
       if v then
         local vs, vu = unpack_('>dd', v)
         if vs == begin then used = vu end -- a count of an earlier period is zero now
@@ -356,16 +360,23 @@ for p = 1, parts do
 
   if np > 0 then
     -- The counters, charged or restored, live until the last of their
-    -- periods ends; the reply holds each period's use, start and end.
-    local last, out = 0, {}
+    -- periods ends, or of any plan's charged before: their TTL is set
+    -- (and expiresField with it) only when a period ends later than it,
+    -- never shortened. The reply holds each period's use, start and end.
+    local last, out, set = 0, {}, {}
     for i = 1, np do
       local v = pv[i]
       if admitted then v[3] = v[3] + cost end
-      if admitted or restored then call('HSET', counters, ARGV[pargs + i], pack('>dd', v[1], v[3])) end
+      set[2 * i - 1], set[2 * i] = ARGV[pargs + i], pack('>dd', v[1], v[3])
       if v[2] > last then last = v[2] end
       out[3 * i - 2], out[3 * i - 1], out[3 * i] = v[3], v[1], v[2]
     end
-    if admitted or restored then call('PEXPIREAT', counters, math.floor(last / 1000)) end
+    if admitted or restored then
+      local expire = pexpires < last
+      if expire then set[2 * np + 1], set[2 * np + 2] = expiresField, pack('>d', last) end
+      call('HSET', counters, unpack(set))
+      if expire then call('PEXPIREAT', counters, math.floor(last / 1000)) end
+    end
     reply = reply .. pack('>' .. string.rep('d', 3 * np), unpack(out))
   end
 end

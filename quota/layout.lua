@@ -77,6 +77,12 @@ local duplicateReply = 'duplicate'
 local restoreAsk = -1
 local restoreNone = -2
 
+-- expiresField is the field of an identity's counters that holds when
+-- their TTL, as last set, ends (a packed double, microseconds): the charge
+-- script sets it again (PEXPIREAT) only when a period ends later, not at
+-- every charge. No limit can be named so: a limit's name is a token.
+local expiresField = '~expires'
+
 -- recordPattern is the struct format of a record, given the widths of its
 -- time offset and its cost (string.format in Lua, fmt.Sprintf in Go).
 local recordPattern = '>I%dI%d'

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -113,5 +114,44 @@ func TestLibraryNamedByItsText(t *testing.T) {
 	other := buildLibrary(&libScript{name: "charge", body: chargeLua + "\n-- another version"})
 	if name(other) == name(library) {
 		t.Errorf("two texts, one name %q", name(other))
+	}
+}
+
+// An identity's counters get their TTL (PEXPIREAT, to the end of the last
+// period) when a period ends later than the one set before, not at every
+// charge, and a plan of shorter periods never shortens it: ten charges of
+// a month make one PEXPIREAT, and a day's charges after them none, the
+// counters still living to the month's end.
+func TestCountersExpireOncePerPeriod(t *testing.T) {
+	ctx := context.Background()
+	srv := quotatest.StartRedisServer(t)
+	c := quotatest.NewClient(t, srv.URL())
+	s := NewRedis(c, WithPrefix(testPrefix(t)))
+	month := mustPlan(t, "month", PerMinute(1000), PerMonth(1000))
+	day := mustPlan(t, "day", PerMinute(1000), PerDay(1000))
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		charge(t, s, "c", month, 1)
+	}
+	end := month.Limits[1].Period.spanAt(time.Now(), time.UTC).end
+	ttl := func(when string) {
+		t.Helper()
+		got := time.Now().Add(c.PTTL(ctx, s.countersKey("c")).Val())
+		if d := got.Sub(time.UnixMicro(end)); d < -time.Second || d > time.Second {
+			t.Errorf("%s: the counters end at %v, want the month's end %v", when, got, time.UnixMicro(end))
+		}
+	}
+	ttl("after ten charges of the month")
+	for range 5 {
+		charge(t, s, "c", day, 1)
+	}
+	ttl("after five charges of a day")
+	if got := calls(t, c, "pexpireat"); got["pexpireat"] != 1 {
+		t.Errorf("%d PEXPIREAT for fifteen charges in one month, want 1", got["pexpireat"])
+	}
+	if d := peek(t, s, "c", month); d.Limits[1].Used != 10 {
+		t.Errorf("the month used %d, want 10", d.Limits[1].Used)
 	}
 }
