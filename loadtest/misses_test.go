@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"context"
+	"github.com/tileapi/tileapi/tiles"
 	"io"
 	"net/url"
 	"os"
@@ -133,6 +134,22 @@ func TestTileservZoomPath(t *testing.T) {
 		if !strings.HasPrefix(p, TileservPath("public")) {
 			t.Errorf("z%d: %s does not extend %s", c.z, p, TileservPath("public"))
 		}
+	}
+}
+
+// Over places_low, pg_tileserv's path reads the view of it with the same
+// thinning, and only at the zooms whose places places_low holds.
+func TestTileservLowZoomPath(t *testing.T) {
+	p, err := TileservLowZoomPath("public", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _ := TileservZoomPath("public", 3)
+	if want := strings.Replace(full, "."+PlacesView+"/", "."+PlacesLowView+"/", 1); p != want {
+		t.Errorf("z3: %s, want %s", p, want)
+	}
+	if p, err := TileservLowZoomPath("public", tiles.LowPlacesZoom+1); err == nil {
+		t.Errorf("z%d: %s, want an error", tiles.LowPlacesZoom+1, p)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/tileapi/tileapi/internal/spatialtest"
 )
 
-// Every places tile up to lowPlacesZoom, read from places_low as served,
+// Every places tile up to LowPlacesZoom, read from places_low as served,
 // is byte for byte the tile the query over all places draws (the query of
 // before places_low, planned as it was), on the loaded dataset: the same
 // places, in the same order, with the same attributes.
@@ -27,17 +27,17 @@ func TestLowPlacesSameTiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// places_low holds exactly the places lowPlacesZoom draws: the
+	// places_low holds exactly the places LowPlacesZoom draws: the
 	// migration's threshold and this package's agree.
 	var low, want int
 	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM places_low), (SELECT count(*) FROM places WHERE population >= $1)`,
-		l.MinPopulation(lowPlacesZoom)).Scan(&low, &want); err != nil {
+		l.MinPopulation(LowPlacesZoom)).Scan(&low, &want); err != nil {
 		t.Fatal(err)
 	}
 	if low != want || low == 0 {
-		t.Errorf("places_low holds %d places, want the %d of population %d or more", low, want, l.MinPopulation(lowPlacesZoom))
+		t.Errorf("places_low holds %d places, want the %d of population %d or more", low, want, l.MinPopulation(LowPlacesZoom))
 	}
-	for z := maptile.Zoom(0); z <= lowPlacesZoom; z++ {
+	for z := maptile.Zoom(0); z <= LowPlacesZoom; z++ {
 		if sql, _ := s.placesQuery(z); sql != s.placesLow {
 			t.Errorf("z%d: the places query does not read places_low", z)
 		}
@@ -66,13 +66,13 @@ func TestLowPlacesSameTiles(t *testing.T) {
 			t.Errorf("z%d: only %d of %d tiles have places", z, nonEmpty, n*n)
 		}
 	}
-	if sql, _ := s.placesQuery(lowPlacesZoom + 1); sql != s.places {
-		t.Errorf("z%d: the places query does not read places", lowPlacesZoom+1)
+	if sql, _ := s.placesQuery(LowPlacesZoom + 1); sql != s.places {
+		t.Errorf("z%d: the places query does not read places", LowPlacesZoom+1)
 	}
 }
 
 // The plan made once for the places tiles of zooms worldZoom+1 to
-// lowPlacesZoom finds them through places_low's GiST index.
+// LowPlacesZoom finds them through places_low's GiST index.
 func TestLowPlacesGenericPlan(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := spatialtest.Loaded(t)
@@ -90,7 +90,7 @@ func TestLowPlacesGenericPlan(t *testing.T) {
 	}
 	defer conn.Exec(ctx, "DEALLOCATE low_places")
 	l, _ := LookupLayer("places")
-	for z := worldZoom + 1; z <= lowPlacesZoom; z++ {
+	for z := worldZoom + 1; z <= LowPlacesZoom; z++ {
 		if sql, plan := NewPostGIS(pool, time.Second).placesQuery(maptile.Zoom(z)); sql != placesFrom("places_low") || plan != pgq.GenericPlan {
 			t.Errorf("z%d: places query planned %s", z, plan)
 		}

@@ -39,8 +39,8 @@ func NewPostGIS(pool *pgxpool.Pool, timeout time.Duration) *PostGIS {
 
 // placesSQL draws the most populous places in the tile plus its margin,
 // from the table %s: places, or places_low, the places at or above the
-// threshold of lowPlacesZoom (migration 00014), which holds the same rows
-// wherever a tile of zoom 0 to lowPlacesZoom reads them. The && on
+// threshold of LowPlacesZoom (migration 00014), which holds the same rows
+// wherever a tile of zoom 0 to LowPlacesZoom reads them. The && on
 // geom_3857 (the stored SRID) lets the table's GiST index find them; for a
 // point, overlapping the margin's box is intersecting it, so no
 // ST_Intersects follows (it cost 5-15% of the query), and ST_AsMVTGeom
@@ -64,10 +64,11 @@ SELECT ST_AsMVT(f, $9, $5, 'geom', 'id') FROM f`
 // placesFrom is placesSQL reading table, one of the two fixed names.
 func placesFrom(table string) string { return fmt.Sprintf(placesSQL, table) }
 
-// lowPlacesZoom is the highest zoom whose places tiles read places_low:
-// its threshold (MinPopulation, 50,000) is the one the view was made with.
-// A zoom-5 tile reads a ninth of the rows it would find in places.
-const lowPlacesZoom = 5
+// LowPlacesZoom is the highest zoom whose places tiles read places_low,
+// the generalized places (migration 00014): its threshold (MinPopulation,
+// 50,000) is the one the view was made with. A zoom-5 tile reads a ninth
+// of the rows it would find in places.
+const LowPlacesZoom = 5
 
 // worldZoom is the highest zoom whose places tiles are planned for their
 // values: a tile of a quarter of the world or more holds most of
@@ -76,7 +77,7 @@ const lowPlacesZoom = 5
 const worldZoom = 1
 
 // placesQuery returns the places query of a tile at zoom z and how it is
-// planned. Up to lowPlacesZoom it reads places_low and, from worldZoom on,
+// planned. Up to LowPlacesZoom it reads places_low and, from worldZoom on,
 // is planned once per connection: over places_low the spatial index then
 // the threshold is the best plan whatever the tile (z3: 0.31 ms against
 // 0.62 planned for its values over places; pgbench, one client).
@@ -84,7 +85,7 @@ func (s *PostGIS) placesQuery(z maptile.Zoom) (string, pgq.Plan) {
 	switch {
 	case z <= worldZoom:
 		return s.placesLow, pgq.CustomPlan
-	case z <= lowPlacesZoom:
+	case z <= LowPlacesZoom:
 		return s.placesLow, pgq.GenericPlan
 	}
 	return s.places, PlanFor(z)
