@@ -252,6 +252,9 @@ func WriteMissesTable(w io.Writer, phases []MissPhase, versus string) error {
 		ref := by[k][versus]
 		for _, name := range names {
 			ps := by[k][name]
+			if len(ps) == 0 {
+				continue // a setup of other zooms only (tilemisses -tileserv-low)
+			}
 			m := meanPhase(ps)
 			ratio, rounds := "", ""
 			if name != versus {

@@ -174,3 +174,22 @@ func TestProcessCPU(t *testing.T) {
 		t.Error("a process that does not exist: want an error")
 	}
 }
+
+// A setup measured at some zooms only (pg_tileserv over places_low) has
+// rows at those zooms and no empty ones elsewhere.
+func TestWriteMissesTableSetupOfSomeZooms(t *testing.T) {
+	phases := []MissPhase{
+		{Setup: "tileapi", Zoom: 10, RPS: 300}, {Setup: "pg_tileserv", Zoom: 10, RPS: 100},
+		{Setup: "tileapi", Zoom: 3, RPS: 200}, {Setup: "pg_tileserv", Zoom: 3, RPS: 100}, {Setup: "pg_tileserv low", Zoom: 3, RPS: 400},
+	}
+	var md strings.Builder
+	if err := WriteMissesTable(&md, phases, "pg_tileserv"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(md.String(), "pg_tileserv low"); got != 1 {
+		t.Errorf("%d rows of pg_tileserv low, want 1 (z3):\n%s", got, md.String())
+	}
+	if !strings.Contains(md.String(), "| z3 | identity | pg_tileserv low | 400 |") || !strings.Contains(md.String(), "| 4.00x |") {
+		t.Errorf("no z3 row of pg_tileserv low at 4.00x:\n%s", md.String())
+	}
+}
