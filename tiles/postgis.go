@@ -66,21 +66,22 @@ func placesFrom(table string) string { return fmt.Sprintf(placesSQL, table) }
 
 // LowPlacesZoom is the highest zoom whose places tiles read places_low,
 // the generalized places (migration 00014): its threshold (MinPopulation,
-// 50,000) is the one the view was made with. A zoom-5 tile reads a ninth
-// of the rows it would find in places.
+// 50,000) is the one the view was made with: 9,062 of the bundled 135,233
+// places, so a tile's index scan visits a fifteenth of the rows.
 const LowPlacesZoom = 5
 
 // worldZoom is the highest zoom whose places tiles are planned for their
 // values: a tile of a quarter of the world or more holds most of
 // places_low, and the population index finds its few places sooner than
-// the spatial one (1.7 against 3.9 ms at z0, 0.9 against 1.8 at z1).
+// the spatial one (1.0 against 2.0 ms at z0, 0.55 against 0.76 at z1;
+// docs/benchmarks.md).
 const worldZoom = 1
 
 // placesQuery returns the places query of a tile at zoom z and how it is
-// planned. Up to LowPlacesZoom it reads places_low and, from worldZoom on,
+// planned. Up to LowPlacesZoom it reads places_low and, above worldZoom,
 // is planned once per connection: over places_low the spatial index then
-// the threshold is the best plan whatever the tile (z3: 0.31 ms against
-// 0.62 planned for its values over places; pgbench, one client).
+// the threshold is the best plan whatever the tile (z3: 0.21 ms against
+// 0.48 planned for its values over places, as before places_low).
 func (s *PostGIS) placesQuery(z maptile.Zoom) (string, pgq.Plan) {
 	switch {
 	case z <= worldZoom:
