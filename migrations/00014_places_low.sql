@@ -1,5 +1,5 @@
 -- The places drawn at low zoom: those at or above the population threshold
--- of the highest such zoom (package tiles: lowPlacesZoom, 50,000 at zoom 5),
+-- of the highest such zoom (package tiles: LowPlacesZoom, 50,000 at zoom 5),
 -- a fifteenth of all places, with indexes of their own. A tile of zooms 0
 -- to 5 reads them instead of places, so its query visits only places it may
 -- draw, and it can be planned once per connection (PostgreSQL's plan for
