@@ -193,11 +193,24 @@ func fetchMiss(ctx context.Context, hc *http.Client, s Setup, path string, gz bo
 // MaxFeatures of them (pg_tileserv's filter and limit), so that both draw
 // the same places wherever a tile holds fewer than the cap.
 func TileservZoomPath(schema string, z maptile.Zoom) (string, error) {
+	return tileservZoomPath(schema, PlacesView, z)
+}
+
+// TileservLowZoomPath is TileservZoomPath over places_low, as tileapi reads
+// it, at a zoom up to tiles.LowPlacesZoom.
+func TileservLowZoomPath(schema string, z maptile.Zoom) (string, error) {
+	if z > tiles.LowPlacesZoom {
+		return "", fmt.Errorf("loadtest: places_low holds the places of zooms up to %d, not %d", tiles.LowPlacesZoom, z)
+	}
+	return tileservZoomPath(schema, PlacesLowView, z)
+}
+
+func tileservZoomPath(schema, view string, z maptile.Zoom) (string, error) {
 	places, err := tiles.LookupLayer("places")
 	if err != nil {
 		return "", fmt.Errorf("loadtest: %w", err)
 	}
-	path := TileservPath(schema)
+	path := tileservPath(schema, view)
 	if min := places.MinPopulation(int(z)); min > 0 {
 		path += fmt.Sprintf("&limit=%d&filter=%s", places.MaxFeatures, url.QueryEscape(fmt.Sprintf("population >= %d", min)))
 	}
@@ -239,6 +252,9 @@ func WriteMissesTable(w io.Writer, phases []MissPhase, versus string) error {
 		ref := by[k][versus]
 		for _, name := range names {
 			ps := by[k][name]
+			if len(ps) == 0 {
+				continue // a setup of other zooms only (tilemisses -tileserv-low)
+			}
 			m := meanPhase(ps)
 			ratio, rounds := "", ""
 			if name != versus {

@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"context"
+	"github.com/tileapi/tileapi/tiles"
 	"io"
 	"net/url"
 	"os"
@@ -136,6 +137,22 @@ func TestTileservZoomPath(t *testing.T) {
 	}
 }
 
+// Over places_low, pg_tileserv's path reads the view of it with the same
+// thinning, and only at the zooms whose places places_low holds.
+func TestTileservLowZoomPath(t *testing.T) {
+	p, err := TileservLowZoomPath("public", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _ := TileservZoomPath("public", 3)
+	if want := strings.Replace(full, "."+PlacesView+"/", "."+PlacesLowView+"/", 1); p != want {
+		t.Errorf("z3: %s, want %s", p, want)
+	}
+	if p, err := TileservLowZoomPath("public", tiles.LowPlacesZoom+1); err == nil {
+		t.Errorf("z%d: %s, want an error", tiles.LowPlacesZoom+1, p)
+	}
+}
+
 // ProcessCPU reads this process's CPU time, which grows as it works, and
 // fails on a process that does not exist.
 func TestProcessCPU(t *testing.T) {
@@ -155,5 +172,24 @@ func TestProcessCPU(t *testing.T) {
 	}
 	if _, err := ProcessCPU(1 << 30); err == nil {
 		t.Error("a process that does not exist: want an error")
+	}
+}
+
+// A setup measured at some zooms only (pg_tileserv over places_low) has
+// rows at those zooms and no empty ones elsewhere.
+func TestWriteMissesTableSetupOfSomeZooms(t *testing.T) {
+	phases := []MissPhase{
+		{Setup: "tileapi", Zoom: 10, RPS: 300}, {Setup: "pg_tileserv", Zoom: 10, RPS: 100},
+		{Setup: "tileapi", Zoom: 3, RPS: 200}, {Setup: "pg_tileserv", Zoom: 3, RPS: 100}, {Setup: "pg_tileserv low", Zoom: 3, RPS: 400},
+	}
+	var md strings.Builder
+	if err := WriteMissesTable(&md, phases, "pg_tileserv"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(md.String(), "pg_tileserv low"); got != 1 {
+		t.Errorf("%d rows of pg_tileserv low, want 1 (z3):\n%s", got, md.String())
+	}
+	if !strings.Contains(md.String(), "| z3 | identity | pg_tileserv low | 400 |") || !strings.Contains(md.String(), "| 4.00x |") {
+		t.Errorf("no z3 row of pg_tileserv low at 4.00x:\n%s", md.String())
 	}
 }

@@ -90,14 +90,22 @@ func TableWrites(ctx context.Context, pool *pgxpool.Pool, tables ...string) (map
 // do pg_tileserv and the table layer through this view. A view has no
 // primary key, so pg_tileserv sends the id as a property where tileapi
 // makes it the feature id.
+// loadtest_places_low shows places_low, the places tileapi draws at zooms
+// up to tiles.LowPlacesZoom (migration 00014), in the same way.
 const placesViewSQL = `
 CREATE OR REPLACE VIEW loadtest_places AS
-SELECT id, name, country, admin_code, feature_code, population, geom_3857 AS geom FROM places`
+SELECT id, name, country, admin_code, feature_code, population, geom_3857 AS geom FROM places;
+CREATE OR REPLACE VIEW loadtest_places_low AS
+SELECT id, name, country, admin_code, feature_code, population, geom_3857 AS geom FROM places_low`
 
-// PlacesView is the view PrepareView creates.
-const PlacesView = "loadtest_places"
+// The views PrepareView creates: over places, and over places_low.
+const (
+	PlacesView    = "loadtest_places"
+	PlacesLowView = "loadtest_places_low"
+)
 
-// PrepareView creates (or replaces) the view loadtest_places over places,
+// PrepareView creates (or replaces) the view loadtest_places over places
+// and loadtest_places_low over places_low,
 // in the first schema of the search path, and returns that schema. Call it
 // before pg_tileserv (TileservPath) and the servers of a table layer
 // (WriteTableLayer) start: they read their layers then.
@@ -118,8 +126,10 @@ const currentSchemaSQL = `SELECT current_schema()`
 // TileservPath returns the path pg_tileserv serves the tiles of the view
 // PrepareView made in schema at, with tileapi's properties, for
 // Setup.TilePath. pg_tileserv names a layer schema.view.
-func TileservPath(schema string) string {
-	return "/" + schema + "." + PlacesView + "/{z}/{x}/{y}.pbf?properties=id,name,country,admin_code,feature_code,population"
+func TileservPath(schema string) string { return tileservPath(schema, PlacesView) }
+
+func tileservPath(schema, view string) string {
+	return "/" + schema + "." + view + "/{z}/{x}/{y}.pbf?properties=id,name,country,admin_code,feature_code,population"
 }
 
 // PrepareTileserv creates the view (PrepareView) and returns the path

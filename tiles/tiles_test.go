@@ -250,7 +250,7 @@ func TestExplainUsesIndex(t *testing.T) {
 		name, sql, index string
 		args             []any
 	}{
-		{"places z14", placesSQL, "places_geom_3857_idx", []any{14, int(paris.X), int(paris.Y), margin, Extent, Buffer, int64(0), 1000, "places"}},
+		{"places z14", placesFrom("places"), "places_geom_3857_idx", []any{14, int(paris.X), int(paris.Y), margin, Extent, Buffer, int64(0), 1000, "places"}},
 		{"counties z10", fencesSQL, "fences_geom_3857_idx", []any{10, int(la.X), int(la.Y), margin, Extent, Buffer, Tolerance(10), "county", 4000, "counties", lowZoom}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { spatialtest.UsesIndex(t, pool, tc.index, tc.sql, tc.args...) })

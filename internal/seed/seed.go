@@ -29,7 +29,9 @@ func (c Counts) String() string {
 
 // The rows are copied into temporary tables, then replace the tables'
 // contents in the same transaction: readers see the old rows or the new ones,
-// and loading twice leaves the same rows as loading once.
+// and loading twice leaves the same rows as loading once. The places drawn
+// at low zoom (places_low, migration 00014) are refreshed in it too, under
+// the same new data version.
 const (
 	createStagingSQL = `
 CREATE TEMP TABLE places_load (
@@ -46,10 +48,12 @@ FROM places_load;
 INSERT INTO fences (kind, id, name, code, geom)
 SELECT kind, id, name, NULLIF(code, ''), ST_Multi(ST_GeomFromWKB(wkb, 4326))
 FROM fences_load;
+REFRESH MATERIALIZED VIEW places_low;
 INSERT INTO data_version (version, loaded_at)
 VALUES (md5(random()::text || clock_timestamp()::text), now())
 ON CONFLICT (id) DO UPDATE SET version = excluded.version, loaded_at = excluded.loaded_at;
 ANALYZE places;
+ANALYZE places_low;
 ANALYZE fences`
 
 	versionSQL = `SELECT version FROM data_version`

@@ -67,6 +67,8 @@ func TestDatasetIsIdempotent(t *testing.T) {
 	}{
 		{"place by geonameid", "SELECT name FROM places WHERE id = 2988507", "Paris"},
 		{"county by FIPS", "SELECT name || ' ' || code FROM fences WHERE kind = 'county' AND id = 6037", "Los Angeles 06037"},
+		// Refreshed by the load: the places of zoom 5 and up, every one.
+		{"low-zoom places", "SELECT (SELECT count(*) FROM places_low) || ' of ' || (SELECT count(*) FROM places WHERE population >= 50000)", "9062 of 9062"},
 		{"country without ISO code", "SELECT coalesce(code, 'none') FROM fences WHERE kind = 'country' AND name = 'Kosovo'", "none"},
 		{"valid projected geometry", "SELECT count(*)::text FROM fences WHERE ST_IsEmpty(geom_3857) AND NOT ST_IsEmpty(geom)", "0"},
 		// Quantized into a line in the counties file: no area, so no polygon.

@@ -10,7 +10,7 @@
 // the CPU each server got as much as the server, CPU time a request does
 // not. See docs/benchmarks.md.
 //
-//	go run ./loadtest/cmd/tilemisses -database-url URL -pg-tileserv BIN [-zooms 10,6,3] [-clients 16] [-phase 3s] [-rounds 2]
+//	go run ./loadtest/cmd/tilemisses -database-url URL -pg-tileserv BIN [-zooms 10,6,3] [-clients 16] [-phase 3s] [-rounds 2] [-tileserv-low]
 package main
 
 import (
@@ -36,6 +36,7 @@ import (
 
 	"github.com/tileapi/tileapi/internal/seed"
 	"github.com/tileapi/tileapi/loadtest"
+	"github.com/tileapi/tileapi/tiles"
 )
 
 func main() {
@@ -66,6 +67,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		phase       = fs.Duration("phase", 3*time.Second, "how long each setup, zoom and encoding is driven in a round (at most 1m)")
 		rounds      = fs.Int("rounds", 2, "rounds (1-20)")
 		conns       = fs.Int("tileserv-conns", 10, "pg_tileserv's pool, the size of tileapi's by default")
+		tileservLow = fs.Bool("tileserv-low", false, "also measure pg_tileserv reading places_low, as tileapi does, at zooms up to tiles.LowPlacesZoom (\"pg_tileserv low\")")
 		pprofAddr   = fs.String("pprof-addr", "", "tileapi's TILEAPI_PPROF_ADDR, to profile it during the run")
 		out         = fs.String("out", "", "write the phases as JSON to this file")
 	)
@@ -158,7 +160,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer ts.Stop()
-	pids["pg_tileserv"] = ts.Pid()
+	pids["pg_tileserv"], pids[tileservLowName] = ts.Pid(), ts.Pid()
 	rdb := goredis.NewClient(redisOpt)
 	defer rdb.Close()
 	redisPid, err := redisPID(ctx, rdb)
@@ -167,6 +169,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	pids[loadtest.CPURedis], pids[loadtest.CPULoadTool] = redisPid, os.Getpid()
 	var mz []loadtest.MissZoom
+	lowZoom := maptile.Zoom(tiles.LowPlacesZoom) // read before the loop's tiles hides the package
 	for _, z := range zooms {
 		tiles, err := loadtest.PlacesTiles(ctx, pool, z, uint64(z))
 		if err != nil {
@@ -176,17 +179,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return err
 		}
-		pgts := loadtest.Setup{Name: "pg_tileserv", URL: ts.URL, TilePath: path}
-		check, err := loadtest.CompareTiles(ctx, apis[0], pgts, tiles[:min(32, len(tiles))])
-		if err != nil {
-			return err
+		setups := append(slices.Clone(apis), loadtest.Setup{Name: "pg_tileserv", URL: ts.URL, TilePath: path})
+		if *tileservLow && z <= lowZoom {
+			path, err := loadtest.TileservLowZoomPath(schema, z)
+			if err != nil {
+				return err
+			}
+			setups = append(setups, loadtest.Setup{Name: tileservLowName, URL: ts.URL, TilePath: path})
 		}
-		fmt.Fprintf(stderr, "z%d: %d tiles; %d checked draw %d places; bytes a tile: tileapi %.0f, pg_tileserv %.0f\n",
-			z, len(tiles), check.Tiles, check.Features, check.Bytes[0], check.Bytes[1])
-		if len(check.Differ) > 0 {
-			return fmt.Errorf("z%d: tileapi and pg_tileserv draw different tiles: %s", z, strings.Join(check.Differ, "\n"))
+		for _, pgts := range setups[len(apis):] {
+			check, err := loadtest.CompareTiles(ctx, apis[0], pgts, tiles[:min(32, len(tiles))])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "z%d: %d tiles; %d checked draw %d places; bytes a tile: tileapi %.0f, %s %.0f\n",
+				z, len(tiles), check.Tiles, check.Features, check.Bytes[0], pgts.Name, check.Bytes[1])
+			if len(check.Differ) > 0 {
+				return fmt.Errorf("z%d: tileapi and %s draw different tiles: %s", z, pgts.Name, strings.Join(check.Differ, "\n"))
+			}
 		}
-		mz = append(mz, loadtest.MissZoom{Zoom: z, Tiles: tiles, Setups: append(slices.Clone(apis), pgts)})
+		mz = append(mz, loadtest.MissZoom{Zoom: z, Tiles: tiles, Setups: setups})
 	}
 	cpu := func(ctx context.Context) (map[string]time.Duration, error) { return cpuTimes(ctx, pool, pids) }
 	phases, err := loadtest.Misses(ctx, loadtest.MissesConfig{Zooms: mz, Clients: *clients, Phase: *phase, Rounds: *rounds, Progress: stderr, CPU: cpu})
@@ -210,6 +222,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fmt.Fprint(stdout, "\nCPU milliseconds a request, by process (PostgreSQL: the database's backends):\n\n")
 	return loadtest.WriteMissesCPUTable(stdout, phases, "pg_tileserv")
 }
+
+// tileservLowName is the setup of pg_tileserv reading places_low
+// (-tileserv-low): the same server as pg_tileserv, another layer.
+const tileservLowName = "pg_tileserv low"
 
 // backendsSQL lists the database's backends but the one asking.
 const backendsSQL = `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
