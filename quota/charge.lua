@@ -231,7 +231,9 @@ for p = 1, parts do
     pv = {}
     local spans = {unpack_('>' .. string.rep('d', 4 * np), ARGV[pargs])}
     local ra = {unpack_('>' .. string.rep('d', 2 * np), ARGV[pargs + np + 1])}
-    local vs = call('HMGET', counters, expiresField, unpack(ARGV, pargs + 1, pargs + np))
+    local vs -- one period, the common plan, spelt out: unpack is a C call
+    if np == 1 then vs = call('HMGET', counters, expiresField, ARGV[pargs + 1])
+    else vs = call('HMGET', counters, expiresField, unpack(ARGV, pargs + 1, pargs + np)) end
     pexpires = vs[1] and unpack_('>d', vs[1]) or 0
     for i = 1, np do
       local begin, stop, after, pmax = spans[4 * i - 3], spans[4 * i - 2], spans[4 * i - 1], spans[4 * i]
@@ -363,19 +365,24 @@ for p = 1, parts do
     -- periods ends, or of any plan's charged before: their TTL is set
     -- (and expiresField with it) only when a period ends later than it,
     -- never shortened. The reply holds each period's use, start and end.
-    local last, out, set = 0, {}, {}
+    local last, out = 0, {}
     for i = 1, np do
       local v = pv[i]
       if admitted then v[3] = v[3] + cost end
-      set[2 * i - 1], set[2 * i] = ARGV[pargs + i], pack('>dd', v[1], v[3])
       if v[2] > last then last = v[2] end
       out[3 * i - 2], out[3 * i - 1], out[3 * i] = v[3], v[1], v[2]
     end
     if admitted or restored then
       local expire = pexpires < last
-      if expire then set[2 * np + 1], set[2 * np + 2] = expiresField, pack('>d', last) end
-      call('HSET', counters, unpack(set))
-      if expire then call('PEXPIREAT', counters, math.floor(last / 1000)) end
+      if np == 1 and not expire then
+        call('HSET', counters, ARGV[pargs + 1], pack('>dd', pv[1][1], pv[1][3]))
+      else
+        local set = {}
+        for i = 1, np do set[2 * i - 1], set[2 * i] = ARGV[pargs + i], pack('>dd', pv[i][1], pv[i][3]) end
+        if expire then set[2 * np + 1], set[2 * np + 2] = expiresField, pack('>d', last) end
+        call('HSET', counters, unpack(set))
+        if expire then call('PEXPIREAT', counters, math.floor(last / 1000)) end
+      end
     end
     reply = reply .. pack('>' .. string.rep('d', 3 * np), unpack(out))
   end
