@@ -92,8 +92,10 @@ const compactAfter = 16
 const minRoom = 8
 
 // oneWrite is the most bytes of room between a new record and the header
-// that are written over (with zeros) so that the record and the header go
-// in one SETRANGE: cheaper for Redis than a second command.
+// that are written over with zeros made anew (string.rep), so that the
+// record and the header go in one SETRANGE: cheaper for Redis than a
+// second command. Room that the chunk read holds is copied from it and
+// written over whatever its size.
 //
 //lint:ignore U1000 read by the scripts: layout.lua is generated from it (TestLayoutLua)
 const oneWrite = 256

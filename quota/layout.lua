@@ -96,8 +96,10 @@ local compactAfter = 16
 local minRoom = 8
 
 -- oneWrite is the most bytes of room between a new record and the header
--- that are written over (with zeros) so that the record and the header go
--- in one SETRANGE: cheaper for Redis than a second command.
+-- that are written over with zeros made anew (string.rep), so that the
+-- record and the header go in one SETRANGE: cheaper for Redis than a
+-- second command. Room that the chunk read holds is copied from it and
+-- written over whatever its size.
 local oneWrite = 256
 
 -- chunkStart is where a script's first read of a log starts, counted from

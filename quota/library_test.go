@@ -155,3 +155,34 @@ func TestCountersExpireOncePerPeriod(t *testing.T) {
 		t.Errorf("the month used %d, want 10", d.Limits[1].Used)
 	}
 }
+
+// An admit writes its record and the header in one SETRANGE even when the
+// room between them is large, as long as the chunk the script read holds
+// it: a log of some 500 records of 6 bytes, one in and one out a charge,
+// makes about one write a charge (SETRANGE, or SET when it is rewritten).
+func TestOneWriteAnAdmit(t *testing.T) {
+	ctx := context.Background()
+	srv := quotatest.StartRedisServer(t)
+	c := quotatest.NewClient(t, srv.URL())
+	var tick int64
+	s := NewRedis(c, WithPrefix(testPrefix(t)), withClock(func() time.Time { return epoch.Add(time.Duration(tick) * time.Millisecond) }))
+	p := mustPlan(t, "big", Limit{Name: "w", Max: 1 << 20, Window: 500 * time.Millisecond})
+	for ; tick < 1000; tick++ {
+		charge(t, s, "b", p, 1)
+	}
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	for range n {
+		charge(t, s, "b", p, 1)
+		tick++
+	}
+	got := calls(t, c, "setrange", "set")
+	if writes := float64(got["setrange"]+got["set"]) / n; writes > 1.05 {
+		t.Errorf("%v: %.2f writes a charge, want one", got, writes)
+	}
+	if d := peek(t, s, "b", p); d.Limits[0].Used != 499 { // the last charge was a tick ago
+		t.Errorf("the window holds %d, want 499", d.Limits[0].Used)
+	}
+}

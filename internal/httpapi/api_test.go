@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"context"
 	"io"
@@ -154,7 +156,7 @@ func TestUnprocessableHasNoRetryAfter(t *testing.T) {
 }
 
 // Tiles cost more the lower their zoom; a cached tile costs less than a
-// rendered one; ETag answers 304; gzip when asked.
+// rendered one; ETag answers 304; gzip or deflate when asked.
 func TestTiles(t *testing.T) {
 	eachMode(t, func(t *testing.T, opts ...option) {
 		e := newEnv(t, opts...)
@@ -188,16 +190,27 @@ func TestTiles(t *testing.T) {
 			t.Errorf("If-None-Match: status %d, want 304", resp.StatusCode)
 		}
 		// The transport would undo gzip by itself; ask for it explicitly.
-		resp := e.get(t, "/v1/tiles/places/2/2/1.mvt", append(key("pro"), "Accept-Encoding", "gzip")...)
-		if resp.Header.Get("Content-Encoding") != "gzip" {
-			t.Fatalf("Content-Encoding = %q, want gzip", resp.Header.Get("Content-Encoding"))
+		// Each encoding, made by klauspost/compress, decodes with the
+		// standard library's readers to the very bytes of the tile.
+		plain := e.get(t, "/v1/tiles/places/2/2/1.mvt", append(key("pro"), "Accept-Encoding", "identity")...)
+		tile, err := io.ReadAll(plain.Body)
+		if err != nil || len(tile) == 0 || plain.Header.Get("Content-Encoding") != "" {
+			t.Fatalf("the tile uncompressed: %d bytes, %v, Content-Encoding %q", len(tile), err, plain.Header.Get("Content-Encoding"))
 		}
-		zr, err := gzip.NewReader(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b, err := io.ReadAll(zr); err != nil || len(b) == 0 {
-			t.Errorf("gzipped tile: %d bytes, %v", len(b), err)
+		for _, enc := range []string{"gzip", "deflate"} {
+			resp := e.get(t, "/v1/tiles/places/2/2/1.mvt", append(key("pro"), "Accept-Encoding", enc)...)
+			if resp.Header.Get("Content-Encoding") != enc {
+				t.Fatalf("Content-Encoding = %q, want %s", resp.Header.Get("Content-Encoding"), enc)
+			}
+			var zr io.Reader = flate.NewReader(resp.Body)
+			if enc == "gzip" {
+				if zr, err = gzip.NewReader(resp.Body); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if b, err := io.ReadAll(zr); err != nil || !bytes.Equal(b, tile) {
+				t.Errorf("%s tile: %d bytes, %v; want the %d of the tile", enc, len(b), err, len(tile))
+			}
 		}
 	})
 }

@@ -27,7 +27,7 @@ func (s *Server) newRouter() chi.Router {
 	r.Use(s.logRequests)
 	r.Use(middleware.Recoverer)
 	r.Use(middleware.RequestSize(maxBodyBytes))
-	r.Use(middleware.Compress(5, "application/json", "application/geo+json", "application/problem+json", "application/vnd.mapbox-vector-tile"))
+	r.Use(newCompressor().Handler)
 	// HEAD is served, and metered, as the GET it stands for: the same work
 	// makes its ETag and length.
 	r.Use(middleware.GetHead)
