@@ -199,8 +199,8 @@ func TestTiles(t *testing.T) {
 		}
 		for _, enc := range []string{"gzip", "deflate"} {
 			resp := e.get(t, "/v1/tiles/places/2/2/1.mvt", append(key("pro"), "Accept-Encoding", enc)...)
-			if resp.Header.Get("Content-Encoding") != enc {
-				t.Fatalf("Content-Encoding = %q, want %s", resp.Header.Get("Content-Encoding"), enc)
+			if resp.Header.Get("Content-Encoding") != enc || !slices.Contains(resp.Header.Values("Vary"), "Accept-Encoding") {
+				t.Fatalf("Content-Encoding %q, Vary %q; want %s, and Accept-Encoding", resp.Header.Get("Content-Encoding"), resp.Header.Values("Vary"), enc)
 			}
 			var zr io.Reader = flate.NewReader(resp.Body)
 			if enc == "gzip" {

@@ -506,9 +506,22 @@ func (s *Server) runWork(w http.ResponseWriter, r *http.Request, c caller, m met
 			return
 		}
 	}
-	h.Set("Content-Length", strconv.Itoa(len(resp.body)))
+	body := resp.body
+	// An answer with an ETag (a tile) is gzipped once and kept, rather
+	// than at every request by the compression middleware, which lets an
+	// answer with its Content-Encoding set pass.
+	if resp.etag != "" && len(body) > 0 {
+		h.Add("Vary", "Accept-Encoding")
+		if acceptsGzip(r) {
+			if gz := s.gzipped.encode(resp.etag, body); gz != nil {
+				h.Set("Content-Encoding", "gzip")
+				body = gz
+			}
+		}
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(resp.body)
+	_, _ = w.Write(body)
 }
 
 // settle lowers an admitted charge to the price of what the work did: an

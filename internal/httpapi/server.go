@@ -260,6 +260,7 @@ type Server struct {
 	corsKeys    *corsKeys        // the origins keys allow, for CORS in keys mode; nil in another mode
 	tileCache   TileCache        // cfg.TileCache within the time budget
 	cacheWrites chan struct{}    // a slot per tile cache write in flight
+	gzipped     *gzipCache       // the gzip encodings of recent tiles, by ETag
 	inFlight    InFlight         // cfg.InFlight within the time budget; nil for none
 	log         *slog.Logger
 	metrics     *metrics
@@ -340,6 +341,7 @@ func NewServer(cfg Config) (*Server, error) {
 		denials:     denials,
 		tileCache:   budgetCache{c: cfg.TileCache, timeout: cfg.QuotaTimeout},
 		cacheWrites: make(chan struct{}, maxCacheWrites),
+		gzipped:     newGzipCache(gzipCacheBytes),
 	}
 	if s.openAPI, err = describeCatalog(cfg.Layers, cfg.Sets); err != nil {
 		return nil, err
