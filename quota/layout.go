@@ -73,6 +73,8 @@ const (
 // their TTL, as last set, ends (a packed double, microseconds): the charge
 // script sets it again (PEXPIREAT) only when a period ends later, not at
 // every charge. No limit can be named so: a limit's name is a token.
+//
+//lint:ignore U1000 read by the scripts: layout.lua is generated from it (TestLayoutLua)
 const expiresField = "~expires"
 
 // recordPattern is the struct format of a record, given the widths of its
