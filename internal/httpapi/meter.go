@@ -405,6 +405,8 @@ func (s *Server) observe(r *http.Request, e quotahttp.Event) {
 		if !s.cfg.FailClosed {
 			s.metrics.failOpen.Inc()
 		}
+	case quotahttp.EventLateRetried:
+		s.metrics.lateRetries.Inc()
 	case quotahttp.EventRefunded, quotahttp.EventSettled:
 		if e.Units > 0 {
 			s.metrics.unitsRefunded.WithLabelValues(plan).Add(float64(e.Units))

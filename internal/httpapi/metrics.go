@@ -18,6 +18,9 @@ type metrics struct {
 	queryLatency    *prometheus.HistogramVec // the spatial work, by route
 	redisErrors     prometheus.Counter
 	failOpen        prometheus.Counter
+	// lateRetries counts charges tried again after Redis answered that
+	// the first came too late to be made (a saturated machine).
+	lateRetries prometheus.Counter
 	// pendingCharges counts the charges of requests served unmetered, by
 	// outcome: queued, applied (made once Redis answered), dropped.
 	pendingCharges *prometheus.CounterVec
@@ -62,6 +65,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		failOpen: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tileapi_quota_fail_open_total", Help: "Requests served unmetered because the quota store failed.",
 		}),
+		lateRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tileapi_quota_late_retries_total",
+			Help: "Charges tried again because Redis received the first too late in its time budget to make it: a sign of a saturated machine.",
+		}),
 		pendingCharges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tileapi_quota_pending_charges_total",
 			Help: "Charges of requests served unmetered (fail-open) by outcome: queued (made once Redis answers), applied (made), dropped (never made: too many owed, or Redis failing for ten minutes).",
@@ -74,7 +81,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.decisions, m.unitsCharged,
-		m.unitsRefunded, m.nearLimit, m.quotaLatency, m.queryLatency, m.redisErrors, m.failOpen, m.pendingCharges, m.tileCache, m.unknownKeyBlocks} {
+		m.unitsRefunded, m.nearLimit, m.quotaLatency, m.queryLatency, m.redisErrors, m.failOpen, m.lateRetries, m.pendingCharges, m.tileCache, m.unknownKeyBlocks} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("httpapi: metrics: %w", err)
 		}

@@ -76,6 +76,12 @@
 // that cannot charge later). One case is counted twice: a charge that
 // Redis made in time but whose answer reached the gate after the budget
 // (a loaded server) is also owed, so at most the request's price more.
+// A charge that Redis answers within the budget, saying it reached it too
+// late to be made ([quota.ErrLate]: nothing was charged), is tried again
+// on a budget of its own, up to three tries: Redis is alive, and the time
+// went to reaching it, as on a machine busy to saturation. So a request
+// waits at most one budget for a Redis that does not answer, and at most
+// three for one that answers late.
 // [WithShadow] computes and reports every decision but refuses nothing,
 // for trying a plan on live traffic.
 package quotahttp

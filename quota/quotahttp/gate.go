@@ -374,6 +374,26 @@ func (g *Gate) charge(ctx context.Context, m *metering) (quota.Decision, error) 
 	if g.inProcess {
 		return charge(ctx, store)
 	}
+	d, err := g.within(ctx, store, charge)
+	// Redis answered within the budget, but had the charge too late to
+	// make it (it made nothing): Redis is alive, and the time went to
+	// reaching it, as on a machine busy to saturation. The charge is tried
+	// again, on a budget of its own, up to lateTries in all; a Redis that
+	// does not answer is still given one budget, since a charge it never
+	// answers is never late.
+	for try := 1; try < lateTries && errors.Is(err, quota.ErrLate) && ctx.Err() == nil; try++ {
+		g.observe(m.r, Event{Kind: EventLateRetried, Identity: m.Identity, Plan: m.Plan, Cost: m.Cost, Err: err})
+		d, err = g.within(ctx, store, charge)
+	}
+	return d, err
+}
+
+// lateTries is how many times a charge is tried while Redis answers that
+// it came too late to be made.
+const lateTries = 3
+
+// within runs charge on store within the time budget.
+func (g *Gate) within(ctx context.Context, store Store, charge func(context.Context, Store) (quota.Decision, error)) (quota.Decision, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	return charge(ctx, store)

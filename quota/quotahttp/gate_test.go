@@ -391,6 +391,89 @@ func TestStoreFailures(t *testing.T) {
 	}
 }
 
+// lateScripts is a client hook that holds each of the next n script calls
+// for d before sending it: with d past the halfway mark of the budget,
+// the script reaches Redis after the charge's deadline and Redis answers
+// that it came too late (quota.ErrLate), within the budget.
+type lateScripts struct {
+	n atomic.Int32
+	d time.Duration
+}
+
+func (h *lateScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *lateScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); (name == "fcall" || name == "evalsha") && h.n.Add(-1) >= 0 {
+			time.Sleep(h.d)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *lateScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A charge that Redis answers as late (it reached Redis after the halfway
+// mark of its budget, and was not made) shows Redis alive and the machine
+// slow: the gate tries it again, on a budget of its own, up to three
+// tries, then fails as for any store error. Nothing is charged for a late
+// try. Failing closed, so that a late answer not tried again is a 503.
+func TestLateChargeTriedAgain(t *testing.T) {
+	const budget = 400 * time.Millisecond
+	plan := mustPlan(t, quota.PerMinute(100))
+	for _, tc := range []struct {
+		late   int32 // tries Redis answers as late
+		status int
+		used   int64
+		events []quotahttp.EventKind
+	}{
+		{0, 200, 3, []quotahttp.EventKind{quotahttp.EventAllowed}},
+		{1, 200, 3, []quotahttp.EventKind{quotahttp.EventLateRetried, quotahttp.EventAllowed}},
+		{2, 200, 3, []quotahttp.EventKind{quotahttp.EventLateRetried, quotahttp.EventLateRetried, quotahttp.EventAllowed}},
+		{3, 503, 0, []quotahttp.EventKind{quotahttp.EventLateRetried, quotahttp.EventLateRetried, quotahttp.EventStoreFailed}},
+	} {
+		t.Run(fmt.Sprintf("late=%d", tc.late), func(t *testing.T) {
+			srv := quotatest.StartRedisServer(t)
+			c := quotatest.NewClient(t, srv.URL())
+			late := &lateScripts{d: budget * 3 / 4}
+			c.AddHook(late)
+			store := quota.NewRedis(c)
+			// A first charge loads the scripts and measures Redis's clock,
+			// without which a charge carries no deadline.
+			if _, err := store.Charge(context.Background(), "warm-up", plan, 1); err != nil {
+				t.Fatal(err)
+			}
+			late.n.Store(tc.late)
+			var events []quotahttp.EventKind // the observer runs on the request's goroutine
+			h := quotahttp.New(store, quotahttp.WithPlan(plan), quotahttp.WithCost(costHeader),
+				quotahttp.WithTimeout(budget), quotahttp.WithFailClosed(),
+				quotahttp.WithObserver(func(_ *http.Request, e quotahttp.Event) {
+					events = append(events, e.Kind)
+					if e.Kind == quotahttp.EventLateRetried && !errors.Is(e.Err, quota.ErrLate) {
+						t.Errorf("a retry's event has err %v, want quota.ErrLate", e.Err)
+					}
+				})).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, request(3))
+			if w.Code != tc.status {
+				t.Errorf("status %d, want %d; body %s", w.Code, tc.status, w.Body)
+			}
+			if !slices.Equal(events, tc.events) {
+				t.Errorf("events %v, want %v", events, tc.events)
+			}
+			d, err := store.Peek(context.Background(), "192.0.2.7", plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if used := d.Limits[0].Used; used != tc.used {
+				t.Errorf("used %d, want %d: a late try was charged, or the last one was not", used, tc.used)
+			}
+		})
+	}
+}
+
 func TestShadowServesWhatItWouldRefuse(t *testing.T) {
 	store, _ := fixedStore()
 	plan := mustPlan(t, quota.Limit{Name: "burst", Max: 2, Window: time.Second})

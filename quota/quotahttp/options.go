@@ -43,7 +43,9 @@ func WithCost(price func(r *http.Request) (int64, error)) Option {
 
 // WithTimeout sets the time budget of each call of the store (default
 // DefaultTimeout). A store that has not answered by then has failed, and
-// the failure policy decides.
+// the failure policy decides. A charge Redis answers as late
+// (quota.ErrLate) is tried again, each try with a budget of its own: see
+// the package's documentation.
 func WithTimeout(d time.Duration) Option {
 	return func(g *Gate) {
 		if d > 0 {
@@ -160,4 +162,9 @@ const (
 	// The request's hold (Request.Hold) refused its charge: every slot is
 	// held (quota.ErrSlotsHeld). Nothing was charged.
 	EventSlotsHeld
+	// Redis answered the charge within the budget but too late to make it
+	// (quota.ErrLate: it made nothing), as on a saturated machine; the
+	// gate tries again, on a budget of its own, up to three tries in all.
+	// Err is the late try's.
+	EventLateRetried
 )
