@@ -119,13 +119,17 @@ repeat
     if record and a[aDeadline] > 0 and now > a[aDeadline] then return lateReply end
     if slot then
       -- Leases of servers that died, or whose renewals stopped, free their
-      -- slots; with none free nothing is charged. The lease counts in
+      -- slots; with none free nothing is charged. They are looked for only
+      -- when the set is full: until then an ended lease keeps nobody out
+      -- (and the set grows only while it is not full). The lease counts in
       -- milliseconds of Redis TIME, as the in-flight package's scripts do.
       local ms = math.floor(now / 1000)
-      call('ZREMRANGEBYSCORE', slot, '-inf', ms)
       if call('ZCARD', slot) >= most then
-        local first = call('ZRANGE', slot, 0, 0, 'WITHSCORES')
-        return slotReply .. pack('>d', first[2] - ms)
+        call('ZREMRANGEBYSCORE', slot, '-inf', ms)
+        if call('ZCARD', slot) >= most then
+          local first = call('ZRANGE', slot, 0, 0, 'WITHSCORES')
+          return slotReply .. pack('>d', first[2] - ms)
+        end
       end
       expires = ms + lease
     end

@@ -37,11 +37,16 @@ end
 if deadline > 0 and micros > deadline then
   return {-1, 0, micros}
 end
--- Leases of servers that died, or whose renewals stopped, free their slots.
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+-- Leases of servers that died, or whose renewals stopped, free their
+-- slots. They are looked for only when the set is full: until then an
+-- ended lease keeps nobody out (and the set grows only while it is not
+-- full; the charge script takes slots the same way).
 if redis.call('ZCARD', key) >= most then
-  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  return {0, tonumber(first[2]) - now, micros}
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  if redis.call('ZCARD', key) >= most then
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    return {0, tonumber(first[2]) - now, micros}
+  end
 end
 redis.call('ZADD', key, now + lease, id)
 -- The key outlives its longest lease by nothing: an idle identity holds no

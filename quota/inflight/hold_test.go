@@ -356,6 +356,76 @@ func (c *tripCounter) take() []string {
 	return trips
 }
 
+// Ended leases are looked for only when an identity's slots are all
+// held: until then they keep nobody out, and a charge or an acquire spares
+// Redis the ZREMRANGEBYSCORE. Once the set is full, the ended ones are
+// removed and their slots taken again. Both ways of taking a slot, in the
+// charge's script (Hold) and on its own (Acquire), each on a Redis of its
+// own, whose command counts are the test's.
+func TestEndedLeasesRemovedWhenFull(t *testing.T) {
+	const lease = 2 * time.Second // the second lease ends 0.8 s after the last take
+	ctx := context.Background()
+	plan := mustPlan(t, quota.PerMinute(1000))
+	for _, take := range []struct {
+		name string
+		take func(r *Redis, store *quota.Redis, identity string) error // takes one slot of 3, never given back
+	}{
+		{"hold", func(r *Redis, store *quota.Redis, identity string) error {
+			d, err := r.Hold(store, identity, 3).Charge(ctx, identity, plan, 1)
+			if err == nil && !d.Allowed {
+				err = fmt.Errorf("denied: %+v", d)
+			}
+			return err
+		}},
+		{"acquire", func(r *Redis, _ *quota.Redis, identity string) error {
+			_, denial, err := r.Acquire(ctx, identity, 3)
+			if err == nil && denial != nil {
+				err = fmt.Errorf("refused: %+v", denial)
+			}
+			return err
+		}},
+	} {
+		t.Run(take.name, func(t *testing.T) {
+			t.Parallel()
+			srv := quotatest.StartRedisServer(t) // its own command counts
+			c := quotatest.NewClient(t, srv.URL())
+			r, store, identity := NewRedis(c, WithLease(lease)), quota.NewRedis(c), "ended"
+			held := func() int64 {
+				n, err := c.ZCard(ctx, r.key(identity)).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			// The set lives as long as its newest lease: the first lease
+			// ends while the second keeps the set.
+			start := time.Now()
+			if err := take.take(r, store, identity); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(lease / 2)
+			if err := take.take(r, store, identity); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Until(start.Add(lease + lease/10)))
+			before := commandCalls(t, srv.Addr, "zremrangebyscore")
+			if err := take.take(r, store, identity); err != nil { // 1 ended, 1 held, of 3: not full
+				t.Fatal(err)
+			}
+			if n := commandCalls(t, srv.Addr, "zremrangebyscore") - before; n != 0 || held() != 3 {
+				t.Errorf("a slot taken with the set not full: %d ZREMRANGEBYSCORE, %d leases in the set; want 0 and 3", n, held())
+			}
+			if err := take.take(r, store, identity); err != nil { // full, 1 of them ended: it goes
+				t.Fatal(err)
+			}
+			if n := commandCalls(t, srv.Addr, "zremrangebyscore") - before; n != 1 || held() != 3 {
+				t.Errorf("a slot taken with the set full: %d ZREMRANGEBYSCORE, %d leases in the set; want 1 and 3", n, held())
+			}
+
+		})
+	}
+}
+
 // A request with an in-flight limit costs one round trip on its caller's
 // path: the charge's script takes the slot, and the release goes in the
 // background. A client that waits for each answer before its next request

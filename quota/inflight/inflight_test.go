@@ -323,7 +323,11 @@ func held(t *testing.T, addr string, r *Redis, identity string) int64 {
 }
 
 // scriptCalls returns how many scripts Redis at addr has run.
-func scriptCalls(t *testing.T, addr string) int64 {
+func scriptCalls(t *testing.T, addr string) int64 { return commandCalls(t, addr, "evalsha") }
+
+// commandCalls returns how many times Redis at addr has run the command
+// name (lower case, as INFO commandstats names it).
+func commandCalls(t *testing.T, addr, name string) int64 {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
@@ -331,14 +335,13 @@ func scriptCalls(t *testing.T, addr string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var total int64
 	for _, line := range strings.Split(info, "\r\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_"+name+":calls="); ok {
 			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-			total += n
+			return n
 		}
 	}
-	return total
+	return 0
 }
 
 // An acquire that Redis runs only after its caller's deadline, in Redis
