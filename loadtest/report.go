@@ -200,12 +200,13 @@ func (r *ThroughputReport) bySetupAndRoute() (setups, routes []string, stats map
 // Markdown table of what the quota did on each setup and route, and on
 // each setup's routes together (RouteAll): the share of requests denied
 // (429), served unmetered and refused for the quota's time budget (503
-// quota-unavailable), and, where the setup's Redis was read, its reads and
-// commands per request, by command.
+// quota-unavailable), the charges tried again for coming late to Redis
+// (where the server's metrics were read), and, where the setup's Redis was
+// read, its reads and commands per request, by command.
 func WriteQuotaMarkdown(w io.Writer, reps []*ThroughputReport) error {
 	var b strings.Builder
-	b.WriteString("| clients | setup | route | req/s | 429 | unmetered | budget 503 | Redis reads / req | commands / req | by command |\n")
-	b.WriteString("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	b.WriteString("| clients | setup | route | req/s | 429 | unmetered | budget 503 | late, tried again | Redis reads / req | commands / req | by command |\n")
+	b.WriteString("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
 	share := func(n, of int) string { return fmt.Sprintf("%.3f%%", 100*float64(n)/float64(max(of, 1))) }
 	for _, r := range reps {
 		for _, st := range append(slices.Clone(r.Stats), r.allRoutes()...) {
@@ -213,8 +214,12 @@ func WriteQuotaMarkdown(w io.Writer, reps []*ThroughputReport) error {
 			if u := st.Redis; u != nil {
 				reads, total, by = fmt.Sprintf("%.2f", u.Reads), fmt.Sprintf("%.2f", u.Total), commandList(u.Commands)
 			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Clients, st.Setup, st.Route, thousands(st.RPS),
-				share(st.Denied, st.Requests), share(st.Unmetered, st.Requests), share(st.Budget, st.Requests), reads, total, by)
+			late := ""
+			if st.LateRetries >= 0 {
+				late = share(st.LateRetries, st.Requests)
+			}
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Clients, st.Setup, st.Route, thousands(st.RPS),
+				share(st.Denied, st.Requests), share(st.Unmetered, st.Requests), share(st.Budget, st.Requests), late, reads, total, by)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -236,6 +241,11 @@ func (r *ThroughputReport) allRoutes() []RouteStats {
 		o := &out[i]
 		o.Requests, o.Errors, o.Elapsed = o.Requests+s.Requests, o.Errors+s.Errors, o.Elapsed+s.Elapsed
 		o.Denied, o.Unmetered, o.Budget = o.Denied+s.Denied, o.Unmetered+s.Unmetered, o.Budget+s.Budget
+		if s.LateRetries < 0 || o.LateRetries < 0 {
+			o.LateRetries = -1 // unknown on one route: unknown in all
+		} else {
+			o.LateRetries += s.LateRetries
+		}
 		if u := s.Redis; u != nil {
 			if o.Redis == nil {
 				o.Redis = &RedisUse{Commands: map[string]float64{}}

@@ -224,7 +224,7 @@ func TestThroughputCompiledPlan(t *testing.T) {
 	rep, err := Throughput(context.Background(), ThroughputConfig{
 		Setups: []Setup{
 			{Name: "tool's plan", URL: plain.URLs()[0], Secret: plain.Keys[0].Secret, Redis: rdb},
-			{Name: "pro", URL: pro.URLs()[0], Secret: secrets[0], Secrets: secrets, Redis: rdb},
+			{Name: "pro", URL: pro.URLs()[0], Secret: secrets[0], Secrets: secrets, Redis: rdb, Metrics: pro.URLs()[0] + "/metrics"},
 		},
 		Clients: 2, Phase: 300 * time.Millisecond, MaxRequests: 2000, Seed: 1,
 	})
@@ -244,6 +244,11 @@ func TestThroughputCompiledPlan(t *testing.T) {
 		if st.Requests == 0 || st.Errors > 0 || st.Denied+st.Budget+st.Unmetered > 0 || u == nil {
 			t.Fatalf("%s %s: %d requests, %d errors, %d denied, %d budget, %d unmetered, Redis %+v",
 				st.Setup, st.Route, st.Requests, st.Errors, st.Denied, st.Budget, st.Unmetered, u)
+		}
+		// The late retries are read where the server's metrics are given,
+		// and none come with a budget of 2 s.
+		if want := map[bool]int{true: 0, false: -1}[st.Setup == "pro"]; st.LateRetries != want {
+			t.Errorf("%s %s: %d late retries, want %d", st.Setup, st.Route, st.LateRetries, want)
 		}
 		// Every request is charged by a script, in a read of Redis's.
 		if u.Reads <= 0 || u.Commands["fcall"] < 0.9 || u.Total < u.Commands["fcall"] {

@@ -30,6 +30,10 @@ type Setup struct {
 	// each phase then reports what its requests made Redis do
 	// (RouteStats.Redis).
 	Redis RedisInfo `json:"-"`
+	// Metrics, if set, is the URL of the Prometheus metrics of the setup's
+	// server (/metrics): each phase then reports the
+	// charges it tried again for coming late (RouteStats.LateRetries).
+	Metrics string `json:"-"`
 	// TilePath, if set, makes this a tile server other than tileapi
 	// (pg_tileserv): only tile misses are measured on it, at this path with
 	// {z}, {x} and {y} replaced, and it is not expected to say X-Tile-Cache.
@@ -115,6 +119,10 @@ type RouteStats struct {
 	// time budget (TILEAPI_QUOTA_TIMEOUT) or Redis failed.
 	Unmetered int `json:"unmetered"`
 	Budget    int `json:"budget"`
+	// LateRetries counts the charges the server tried again because Redis
+	// received them too late in their budget to make them (a saturated
+	// machine), for a setup with Setup.Metrics; -1 unknown.
+	LateRetries int `json:"late_retries"`
 	// Redis is what the requests made Redis do, for a setup with
 	// Setup.Redis.
 	Redis   *RedisUse     `json:"redis,omitempty"`
@@ -274,6 +282,13 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 					return nil, err
 				}
 			}
+			var lateBefore int64
+			if s.Metrics != "" {
+				var err error
+				if lateBefore, err = readCounter(ctx, hc, s.Metrics, lateRetriesMetric); err != nil {
+					return nil, err
+				}
+			}
 			start := time.Now()
 			results := drive(ctx, c.Clients, c.Phase, most, c.Seed^missSeed^uint64(si), c.Progress, s.Name+" "+rt.name,
 				func(ctx context.Context, _ int, r *rand.Rand) Result {
@@ -286,6 +301,14 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 					return nil, err
 				}
 				st.Redis = after.use(before, len(results))
+			}
+			st.LateRetries = -1
+			if s.Metrics != "" && lateBefore >= 0 {
+				after, err := readCounter(ctx, hc, s.Metrics, lateRetriesMetric)
+				if err != nil {
+					return nil, err
+				}
+				st.LateRetries = int(after - lateBefore)
 			}
 			rep.Stats = append(rep.Stats, st)
 			if err := ctx.Err(); err != nil {

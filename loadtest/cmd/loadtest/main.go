@@ -421,6 +421,7 @@ func throughput(ctx context.Context, c config, tmp string, rdb *redis.Client, lo
 		if s.redisURL != "" {
 			setup.Redis = rdb
 		}
+		setup.Metrics = f.URLs()[0] + "/metrics"
 		setups = append(setups, setup)
 	}
 	var tableLayer string
@@ -568,7 +569,7 @@ func writeThroughputMarkdown(c config, rep *report) error {
 		fmt.Fprintf(md, "Before the run, the %d hit tiles drew the same %d places on %s, at %s bytes a tile.\n\n",
 			rep.TileChecks[0].Tiles, rep.TileChecks[0].Features, checkedSetups(rep.TileChecks), checkedBytes(rep.TileChecks))
 	}
-	fmt.Fprint(md, "The quota: the share of requests denied, served unmetered and refused for the quota's time budget, and in Redis its read events (round trips) and commands per request, a script's own commands counted (INFO stats and commandstats, the whole server's):\n\n")
+	fmt.Fprint(md, "The quota: the share of requests denied, served unmetered and refused for the quota's time budget, the charges tried again for reaching Redis late in their budget (tileapi_quota_late_retries_total), and in Redis its read events (round trips) and commands per request, a script's own commands counted (INFO stats and commandstats, the whole server's):\n\n")
 	if err := loadtest.WriteQuotaMarkdown(md, rep.Throughput); err != nil {
 		return err
 	}
