@@ -391,6 +391,24 @@ func TestStoreFailures(t *testing.T) {
 	}
 }
 
+// Every kind of event has a name of its own, for logs.
+func TestEventKindNames(t *testing.T) {
+	seen := map[string]quotahttp.EventKind{}
+	for k := quotahttp.EventAllowed; k <= quotahttp.EventLateRetried; k++ {
+		name := k.String()
+		if name == "" || strings.HasPrefix(name, "EventKind(") {
+			t.Errorf("kind %d has no name: %q", int(k), name)
+		}
+		if other, ok := seen[name]; ok {
+			t.Errorf("kinds %d and %d are both %q", int(other), int(k), name)
+		}
+		seen[name] = k
+	}
+	if got := quotahttp.EventKind(0).String(); got != "EventKind(0)" {
+		t.Errorf("the zero kind is %q", got)
+	}
+}
+
 // lateScripts is a client hook that holds each of the next n script calls
 // for d before sending it: with d past the halfway mark of the budget,
 // the script reaches Redis after the charge's deadline and Redis answers

@@ -2,6 +2,7 @@ package quotahttp
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/tileapi/tileapi/quota"
@@ -127,7 +128,8 @@ type Event struct {
 	// Decision's Receipt.Overage.
 	Overage int64
 	// Err is the failure, for EventStoreFailed, EventInvalid and the
-	// failed refunds and settlements.
+	// failed refunds and settlements, and the late try's for
+	// EventLateRetried.
 	Err error
 	// Latency is how long the store took to charge.
 	Latency time.Duration
@@ -168,3 +170,19 @@ const (
 	// Err is the late try's.
 	EventLateRetried
 )
+
+var eventNames = [...]string{
+	EventAllowed: "allowed", EventDenied: "denied", EventTooCostly: "too-costly", EventInvalid: "invalid",
+	EventStoreFailed: "store-failed", EventRefunded: "refunded", EventRefundFailed: "refund-failed",
+	EventRefundAbandoned: "refund-abandoned", EventSettled: "settled", EventSettleFailed: "settle-failed",
+	EventChargeQueued: "charge-queued", EventChargeApplied: "charge-applied", EventChargeRetryFailed: "charge-retry-failed",
+	EventChargeDropped: "charge-dropped", EventWaiting: "waiting", EventSlotsHeld: "slots-held", EventLateRetried: "late-retried",
+}
+
+// String names the kind, for logs: "allowed", "late-retried".
+func (k EventKind) String() string {
+	if k > 0 && int(k) < len(eventNames) {
+		return eventNames[k]
+	}
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+}
