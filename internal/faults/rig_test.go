@@ -39,7 +39,10 @@ const (
 	queryTimeout = time.Second // TILEAPI_QUERY_TIMEOUT
 	// redisWait and dbWait are the most a fault may add to a request: each
 	// Redis call it makes (the key guard, the tile cache, the charge) waits
-	// at most quotaTimeout, and a database call at most queryTimeout.
+	// at most quotaTimeout, and a database call at most queryTimeout. (A
+	// charge that Redis answers as late, within the budget, is tried again,
+	// up to three budgets in all; a slowed Redis here answers after the
+	// budget, so no fault makes that happen.)
 	redisWait = 4 * quotaTimeout
 	dbWait    = queryTimeout + 2*quotaTimeout
 	// A request's own work (a query, a render) is taken to be the slowest
