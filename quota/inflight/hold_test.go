@@ -363,7 +363,7 @@ func (c *tripCounter) take() []string {
 // charge's script (Hold) and on its own (Acquire), each on a Redis of its
 // own, whose command counts are the test's.
 func TestEndedLeasesRemovedWhenFull(t *testing.T) {
-	const lease = 2 * time.Second // the second lease ends 0.8 s after the last take
+	const lease = 2 * time.Second // the second lease ends some 0.8 s after the last take
 	ctx := context.Background()
 	plan := mustPlan(t, quota.PerMinute(1000))
 	for _, take := range []struct {
@@ -399,15 +399,15 @@ func TestEndedLeasesRemovedWhenFull(t *testing.T) {
 			}
 			// The set lives as long as its newest lease: the first lease
 			// ends while the second keeps the set.
-			start := time.Now()
 			if err := take.take(r, store, identity); err != nil {
 				t.Fatal(err)
 			}
+			taken := time.Now() // the first lease ends by taken + lease
 			time.Sleep(lease / 2)
 			if err := take.take(r, store, identity); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(time.Until(start.Add(lease + lease/10)))
+			time.Sleep(time.Until(taken.Add(lease + lease/10)))
 			before := commandCalls(t, srv.Addr, "zremrangebyscore")
 			if err := take.take(r, store, identity); err != nil { // 1 ended, 1 held, of 3: not full
 				t.Fatal(err)
