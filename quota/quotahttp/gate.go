@@ -209,7 +209,10 @@ type Request struct {
 	// Charge, when set, makes the charge in place of the store's Charge
 	// at Cost, within the gate's budget, given the gate's store: for a
 	// service that sends other commands in the charge's round trip, such
-	// as a cache lookup (see quota.Redis.ChargeWith).
+	// as a cache lookup (see quota.Redis.ChargeWith). One that returns an
+	// error matching quota.ErrLate is called again, each time on a budget
+	// of its own, up to three tries: it must be safe to call more than
+	// once.
 	Charge func(ctx context.Context, store Store) (quota.Decision, error)
 	// OnError, when set, answers this request's refusals and failures in
 	// place of the gate's error handler (WithErrorHandler).
