@@ -13,6 +13,36 @@ local call, unpack_, pack
 -- The scripts spell these out rather than call functions for them: Redis
 -- runs a script's body on every call, creating each of its functions anew.
 
+-- text returns the decimal text of n, a whole number, for a command's
+-- argument. Redis formats a Lua number argument with snprintf's %.17g,
+-- some 2,500 of its instructions; string.format's %d costs less, and a
+-- text made once is kept in texts, a local of the library that outlives
+-- its calls (library.go), for the next call to find: below textsBelow,
+-- so that the offsets of logs up to that size and the leases of plans
+-- are kept, a few thousand texts at most. Run as a script (EVALSHA), the
+-- library starts anew at each call, and only the %d is spared.
+local texts, textsBelow = {}, 65536
+local function text(n)
+  local s = texts[n]
+  if s then return s end
+  s = string.format('%d', n)
+  if n < textsBelow then texts[n] = s end
+  return s
+end
+
+-- doubles returns the struct format of k packed doubles ('>ddd' for 3),
+-- made once a library for each k up to 64 (the reply's and the periods'
+-- formats, which vary with the plan): string.rep and a concatenation cost
+-- Redis some 2,000 instructions, a table read a few dozen.
+local formats = {}
+local function doubles(k)
+  local f = formats[k]
+  if f then return f end
+  f = '>' .. string.rep('d', k)
+  if k <= 64 then formats[k] = f end
+  return f
+end
+
 -- The log the script works on: its key; raw, the chunk read from its end,
 -- whose first byte is byte start (from 0) of the log; its header h (nil if
 -- there is no log) with m windows; and the width and struct format of its
@@ -38,7 +68,7 @@ local function openLog(k, n, fmt, tb, cb, recfmt)
   end
   if m ~= n then
     h, fields = nil, Shared + Per * m + 1
-    fmt = '>' .. string.rep('d', fields)
+    fmt = doubles(fields)
   end
   if not h then
     if 8 * fields > #raw then raw = call('GETRANGE', key, -8 * fields, -1) end

@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -577,6 +578,61 @@ func TestConcurrentPeriodExactness(t *testing.T) {
 			// the day fills to exactly its max, or within a cost of it.
 			if got := admitted.Load(); got != d.Limits[1].Used || got > 500 || got < 500-4 {
 				t.Errorf("admitted %d, the day counts %d: want equal, at most 500 and within 4 of it", got, d.Limits[1].Used)
+			}
+		})
+	}
+}
+
+// A log longer than the offsets whose text the library keeps (log.lua's
+// textsBelow, 64 KiB) is written, refunded and settled at offsets past it
+// as below it, by FCALL and by EVALSHA: 16,000 admitted charges of one
+// unit, records of 5 bytes, make a log of some 80 KB, and the first,
+// middle and last charges are refunded or settled.
+func TestLogBeyondKeptTexts(t *testing.T) {
+	ctx := context.Background()
+	c := redisClient(t)
+	const n = 16000
+	p := mustPlan(t, "long", Limit{Name: "hour", Max: 2 * n, Window: time.Hour})
+	for _, scripts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("scripts=%v", scripts), func(t *testing.T) {
+			clk := newClock()
+			opts := []RedisOption{WithPrefix(testPrefix(t)), withClock(clk.Now)}
+			if scripts {
+				opts = append(opts, withScriptsOnly())
+			}
+			s := NewRedis(c, opts...)
+			var first, middle, last Receipt
+			for i := range n {
+				clk.Set(time.Duration(i) * 100 * time.Microsecond)
+				d := charge(t, s, "long", p, 1)
+				if !d.Allowed {
+					t.Fatalf("charge %d denied: %+v", i, d)
+				}
+				switch i {
+				case 0:
+					first = d.Receipt
+				case n / 2:
+					middle = d.Receipt
+				case n - 1:
+					last = d.Receipt
+				}
+			}
+			if size := c.StrLen(ctx, s.key("long")).Val(); size <= 64<<10 {
+				t.Fatalf("the log is %d bytes, want more than 64 KiB", size)
+			}
+			for _, rc := range []Receipt{first, last} {
+				if ok, err := s.Refund(ctx, rc); err != nil || !ok {
+					t.Fatalf("Refund: %v, %v", ok, err)
+				}
+			}
+			if _, ok, err := s.Settle(ctx, middle, 0); err != nil || !ok {
+				t.Fatalf("Settle: %v, %v", ok, err)
+			}
+			if u := used(peek(t, s, "long", p)); !slices.Equal(u, []int64{n - 3}) {
+				t.Errorf("used %v after three of %d charges given back, want [%d]", u, n, n-3)
+			}
+			if d := charge(t, s, "long", p, 5); !d.Allowed || !slices.Equal(used(d), []int64{n + 2}) {
+				t.Errorf("a charge of 5 after them: allowed %v, used %v, want [%d]", d.Allowed, used(d), n+2)
 			}
 		})
 	}

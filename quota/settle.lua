@@ -24,7 +24,7 @@ local actual = tonumber(ARGV[1])
 local function settle(k, counters, index, at, cost, pa, np)
   openLog(k, 0, '', 0, 0, nil)
   if not h then return false end
-  local n, hfmt = m, '>' .. string.rep('d', Shared + Per * m + 1)
+  local n, hfmt = m, doubles(Shared + Per * m + 1)
 
   -- The record's place in the string: records before h[Live] have left
   -- every window, and there is nothing left to give back.
@@ -33,7 +33,7 @@ local function settle(k, counters, index, at, cost, pa, np)
   local off, old = unpack_(rfmt, records(p, p + 1))
   if h[Base] + off ~= at or old ~= cost then return false end
   if actual == old then return true end
-  call('SETRANGE', key, p * width, pack(rfmt, off, actual))
+  call('SETRANGE', key, text(p * width), pack(rfmt, off, actual))
 
   -- The periods the charge was counted in give back the difference too, if
   -- they are still the counters' periods.
@@ -66,7 +66,7 @@ local function settle(k, counters, index, at, cost, pa, np)
     if h[j + Window] > wmax then liveHead, wmax = j + Head, h[j + Window] end
   end
   h[Live] = h[liveHead]
-  call('SETRANGE', key, h[Cap] * width, pack(hfmt, unpack(h)))
+  call('SETRANGE', key, text(h[Cap] * width), pack(hfmt, unpack(h)))
   return true
 end
 

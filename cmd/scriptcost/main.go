@@ -221,6 +221,17 @@ const pexpireStep = "+ PEXPIRE"
 // before it, run with the keys and arguments of a decision.
 type step struct{ name, lua string }
 
+// stepsPrelude starts the library of tileapi's steps: the offset's text
+// kept across calls, as log.lua's text keeps it, so that the SETRANGE step
+// counts the command and not Redis formatting a number.
+const stepsPrelude = `local texts = {}
+local function text(n)
+  local s = texts[n]
+  if not s then s = string.format('%d', n) texts[n] = s end
+  return s
+end
+`
+
 // The steps of a decision, each script doing what the one before it did
 // and one command more, with arguments of the same sizes as the real
 // scripts' (tileapi: a log key, 96 bytes of packed numbers, two struct
@@ -233,10 +244,10 @@ var (
 local raw = redis.call('GETRANGE', KEYS[1], '-4096', '-1') return ''`},
 		{"+ SETRANGE of a record and the header at the tail", `local t = redis.call('TIME')
 local raw = redis.call('GETRANGE', KEYS[1], '-4096', '-1')
-redis.call('SETRANGE', KEYS[1], #raw - 96, string.rep('x', 102)) return ''`},
+redis.call('SETRANGE', KEYS[1], text(#raw - 96), string.rep('x', 102)) return ''`},
 		{pexpireStep, `local t = redis.call('TIME')
 local raw = redis.call('GETRANGE', KEYS[1], '-4096', '-1')
-redis.call('SETRANGE', KEYS[1], #raw - 96, string.rep('x', 102))
+redis.call('SETRANGE', KEYS[1], text(#raw - 96), string.rep('x', 102))
 redis.call('PEXPIRE', KEYS[1], ARGV[4]) return ''`},
 	}
 	rateSteps = []step{
@@ -292,7 +303,7 @@ func breakDown(ctx context.Context, rs *redisUnderCallgrind, store *quota.Redis,
 		// tileapi's scripts are the functions of a library (FCALL), redis_rate's
 		// scripts (EVALSHA): each step is called as its implementation calls.
 		if impl.functions {
-			lib := "#!lua name=scriptcost_steps\n"
+			lib := "#!lua name=scriptcost_steps\n" + stepsPrelude
 			for i, st := range impl.steps {
 				lib += fmt.Sprintf("redis.register_function('step%d', function(KEYS, ARGV)\n%s\nend)\n", i, st.lua)
 			}

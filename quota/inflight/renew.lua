@@ -14,8 +14,9 @@ if not expires or tonumber(expires) <= now then
   redis.call('ZREM', key, id)
   return 0
 end
-redis.call('ZADD', key, now + lease, id)
+redis.call('ZADD', key, string.format('%d', now + lease), id)
 -- Every lease expires within one lease time from now, so neither need the
--- key last longer.
-redis.call('PEXPIRE', key, lease)
+-- key last longer. (The lease as it came: text, which Redis need not
+-- format.)
+redis.call('PEXPIRE', key, ARGV[2])
 return 1
