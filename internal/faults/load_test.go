@@ -32,6 +32,7 @@ type result struct {
 	code       string // the problem's code
 	quota      string // X-Quota-Status
 	cost       int64  // what the request cost in the end: X-Quota-Settled-Cost, or else X-RateLimit-Cost
+	tileHit    bool   // X-Tile-Cache: HIT: charged the miss price and lowered in the background, unless held in process
 	retryAfter string
 	rateLimit  string // RateLimit: what is left of each limit
 	err        error  // the request got no response
@@ -179,6 +180,7 @@ func get(hc *http.Client, base, path, secret, id string) result {
 	res.status = resp.StatusCode
 	res.quota = resp.Header.Get("X-Quota-Status")
 	res.cost, _ = strconv.ParseInt(cmp.Or(resp.Header.Get("X-Quota-Settled-Cost"), resp.Header.Get("X-RateLimit-Cost")), 10, 64)
+	res.tileHit = resp.Header.Get("X-Tile-Cache") == "HIT"
 	res.retryAfter = resp.Header.Get("Retry-After")
 	res.rateLimit = resp.Header.Get("RateLimit")
 	if resp.StatusCode != http.StatusOK {

@@ -55,6 +55,11 @@ const (
 	// survivor takes its clients at once, twice the load on the machine.
 	failoverWait = 500 * time.Millisecond
 
+	// wipeGrace is how long before a restart's hold an answer's
+	// settlement or refund, sent in the background, may not yet have
+	// reached Redis: one budget for it, one for a try again.
+	wipeGrace = 2 * quotaTimeout
+
 	servers    = 2 // tileapi serve processes, sharing Redis and the database
 	keysPerRig = 2
 	planName   = "fault"
@@ -123,9 +128,12 @@ type rig struct {
 	// in the order of keys.
 	charged [keysPerRig]atomic.Int64
 	plan    quota.Plan
-	// wiped is each key's usage in a Redis that a restart emptied.
-	wiped map[int64]int64
-	log   string // the servers' output
+	// wiped is each key's usage in a Redis that a restart emptied, and
+	// wipeFrom and wipeTo when that was: from the hold before the restart
+	// to its end.
+	wiped            map[int64]int64
+	wipeFrom, wipeTo time.Time
+	log              string // the servers' output
 }
 
 // logOf returns the servers' log line of the request with id, on a line of
