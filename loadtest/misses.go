@@ -281,6 +281,8 @@ const (
 	CPUPostgres = "postgres"
 	CPURedis    = "redis"
 	CPULoadTool = "load tool"
+	// CPUServer is the measured setup's own server in RouteStats.CPU.
+	CPUServer = "server"
 )
 
 // WriteMissesCPUTable writes the CPU time a request of phases (measured

@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -314,4 +315,59 @@ func RatioSummary(reps []*ThroughputReport, setup, versus string) (mean, lo, hi 
 		return 0, 0, 0, 0
 	}
 	return math.Exp(logs / float64(n)), lo, hi, n
+}
+
+// WriteCPUMarkdown writes, for the steps reps, a Markdown table of the CPU
+// time a request took in each process on its path (RouteStats.CPU), a row
+// for each client count, route and setup, the mean over the steps of that
+// client count: its server's, PostgreSQL's backends', Redis's and the load
+// tool's, their total, and versus's total over it on the same route, which
+// is what this setup's req/s over versus's would be on a machine that ran
+// nothing else. Steps without CPU times add no rows.
+func WriteCPUMarkdown(w io.Writer, reps []*ThroughputReport, versus string) error {
+	type key struct {
+		clients      int
+		route, setup string
+	}
+	var keys []key
+	sums := map[key]map[string]time.Duration{}
+	steps := map[key]int{}
+	for _, r := range reps {
+		for _, st := range r.Stats {
+			if st.CPU == nil {
+				continue
+			}
+			k := key{r.Clients, st.Route, st.Setup}
+			if sums[k] == nil {
+				keys, sums[k] = append(keys, k), map[string]time.Duration{}
+			}
+			steps[k]++
+			for p, t := range st.CPU {
+				sums[k][p] += t
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return errors.New("loadtest: no CPU time measured")
+	}
+	slices.SortStableFunc(keys, func(a, b key) int { return a.clients - b.clients })
+	mean := func(k key, p string) float64 {
+		return float64(sums[k][p]) / float64(steps[k]) / float64(time.Millisecond)
+	}
+	total := func(k key) float64 {
+		return mean(k, CPUServer) + mean(k, CPUPostgres) + mean(k, CPURedis) + mean(k, CPULoadTool)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "| clients | route | setup | server | PostgreSQL | Redis | load tool | total | %s's total over this |\n", versus)
+	b.WriteString("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, k := range keys {
+		ratio := ""
+		if ref := (key{k.clients, k.route, versus}); k.setup != versus && sums[ref] != nil {
+			ratio = fmt.Sprintf("%.2fx", total(ref)/total(k))
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", k.clients, k.route, k.setup,
+			mean(k, CPUServer), mean(k, CPUPostgres), mean(k, CPURedis), mean(k, CPULoadTool), total(k), ratio)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,5 +36,46 @@ func TestAllRoutes(t *testing.T) {
 	if got.Requests != 400 || got.RPS != 200 || got.Budget != 1 || got.Denied != 3 || got.Redis.Reads != 1.75 ||
 		got.Redis.Total != 3.25 || got.Redis.Commands["evalsha"] != 2.5 || got.Redis.Commands["zrem"] != 0.75 {
 		t.Errorf("%+v, Redis %+v", got, got.Redis)
+	}
+}
+
+// WriteCPUMarkdown averages a setup's CPU times over the steps of a client
+// count, adds the processes up, and gives the versus setup's total over
+// each other's on the same route; a setup measured without CPU times adds
+// no row.
+func TestWriteCPUMarkdown(t *testing.T) {
+	ms := time.Millisecond
+	cpu := func(server, pg, redis, tool time.Duration) map[string]time.Duration {
+		return map[string]time.Duration{CPUServer: server, CPUPostgres: pg, CPURedis: redis, CPULoadTool: tool}
+	}
+	reps := []*ThroughputReport{
+		{Clients: 8, Stats: []RouteStats{
+			{Setup: "in process", Route: "hit", CPU: cpu(ms/10, 0, 0, ms/10)},
+			{Setup: "redis", Route: "hit", CPU: cpu(ms/5, 0, ms/10, ms/10)},
+			{Setup: "pg_tileserv", Route: "miss"}, // no CPU times
+		}},
+		{Clients: 8, Stats: []RouteStats{
+			{Setup: "redis", Route: "hit", CPU: cpu(3*ms/10, 0, ms/10, ms/10)},
+			{Setup: "in process", Route: "hit", CPU: cpu(3*ms/10, 0, 0, ms/10)},
+		}},
+	}
+	var b strings.Builder
+	if err := WriteCPUMarkdown(&b, reps, "in process"); err != nil {
+		t.Fatal(err)
+	}
+	// in process: 0.2 + 0.1 = 0.3 ms; redis: 0.25 + 0.1 + 0.1 = 0.45 ms.
+	for _, want := range []string{
+		"| 8 | hit | in process | 0.200 | 0.000 | 0.000 | 0.100 | 0.300 |  |\n",
+		"| 8 | hit | redis | 0.250 | 0.000 | 0.100 | 0.100 | 0.450 | 0.67x |\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no row %q in\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "pg_tileserv") {
+		t.Errorf("a row for a setup without CPU times:\n%s", b.String())
+	}
+	if err := WriteCPUMarkdown(&b, reps[:0], "in process"); err == nil {
+		t.Error("no error without CPU times")
 	}
 }

@@ -168,12 +168,19 @@ func TestThroughputScenario(t *testing.T) {
 	redisURL := testenv.RedisURL(t)
 	mem := startFleet(t, FleetConfig{Instances: 1, Plan: plan, Keys: 1, QuotaTimeout: "2s"})
 	red := startFleet(t, FleetConfig{RedisURL: redisURL, Instances: 1, Plan: plan, Keys: 1, QuotaTimeout: "2s"})
+	redisPid, err := RedisPid(context.Background(), quotatest.NewClient(t, redisURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := map[string]int{ServerCPU("in process"): mem.Instances[0].Pid(), ServerCPU("redis"): red.Instances[0].Pid(),
+		CPURedis: redisPid, CPULoadTool: os.Getpid()}
 	rep, err := Throughput(context.Background(), ThroughputConfig{
 		Setups: []Setup{
 			{Name: "in process", URL: mem.URLs()[0], Secret: mem.Keys[0].Secret},
 			{Name: "redis", URL: red.URLs()[0], Secret: red.Keys[0].Secret},
 		},
 		Clients: 2, Phase: 300 * time.Millisecond, MaxRequests: 5000, Seed: 1,
+		CPU: func(ctx context.Context) (map[string]time.Duration, error) { return ProcessesCPU(ctx, nil, pids) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -181,14 +188,34 @@ func TestThroughputScenario(t *testing.T) {
 	if len(rep.Stats) != 8 || len(rep.Overhead) != 4 {
 		t.Fatalf("%d route stats and %d overheads, want 8 and 4", len(rep.Stats), len(rep.Overhead))
 	}
+	// CPU time a request, summed over a setup's routes: each server and the
+	// load tool worked in every setup's phases, and Redis in the Redis
+	// setup's (its work in the other's is whatever else uses it).
+	cpu := map[string]map[string]time.Duration{}
 	for _, st := range rep.Stats {
 		if st.Errors > 0 || len(st.Latencies) == 0 || st.P50 <= 0 || st.P50 > st.P99 || st.P99 > st.Max {
 			t.Errorf("%s %s: %d requests, %d errors, %d measured, p50 %v p99 %v max %v",
 				st.Setup, st.Route, st.Requests, st.Errors, len(st.Latencies), st.P50, st.P99, st.Max)
 		}
+		if cpu[st.Setup] == nil {
+			cpu[st.Setup] = map[string]time.Duration{}
+		}
+		for p, d := range st.CPU {
+			cpu[st.Setup][p] += d
+		}
+	}
+	for _, setup := range []string{"in process", "redis"} {
+		c := cpu[setup]
+		if c[CPUServer] <= 0 || c[CPULoadTool] <= 0 || setup == "redis" && c[CPURedis] <= 0 {
+			t.Errorf("%s: CPU time a request, summed over the routes: server %v, Redis %v, load tool %v; want each above 0",
+				setup, c[CPUServer], c[CPURedis], c[CPULoadTool])
+		}
 	}
 	var buf strings.Builder
 	if err := WriteThroughputTable(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteCPUMarkdown(&buf, []*ThroughputReport{rep}, "in process"); err != nil {
 		t.Fatal(err)
 	}
 	t.Log("\n" + buf.String())

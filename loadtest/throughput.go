@@ -92,7 +92,16 @@ type ThroughputConfig struct {
 	TableLayer string
 	Seed       uint64
 	Progress   io.Writer
+	// CPU, if set, returns the CPU time used so far by each process on a
+	// request's path: each setup's server under ServerCPU(its name), and
+	// CPUPostgres, CPURedis and CPULoadTool (ProcessesCPU): each phase
+	// then reports the CPU time a request took in each (RouteStats.CPU).
+	CPU func(context.Context) (map[string]time.Duration, error)
 }
+
+// ServerCPU is the name of setup's server in ThroughputConfig.CPU's
+// times: apart from the shared processes' (a setup may be named "redis").
+func ServerCPU(setup string) string { return "server " + setup }
 
 // Route names of the throughput scenario.
 const (
@@ -125,13 +134,18 @@ type RouteStats struct {
 	LateRetries int `json:"late_retries"`
 	// Redis is what the requests made Redis do, for a setup with
 	// Setup.Redis.
-	Redis   *RedisUse     `json:"redis,omitempty"`
-	Elapsed time.Duration `json:"elapsed_ns"`
-	RPS     float64       `json:"rps"`
-	P50     time.Duration `json:"p50_ns"`
-	P95     time.Duration `json:"p95_ns"`
-	P99     time.Duration `json:"p99_ns"`
-	Max     time.Duration `json:"max_ns"`
+	Redis *RedisUse `json:"redis,omitempty"`
+	// CPU is the CPU time a request took in each process on its path
+	// during the phase, with ThroughputConfig.CPU: the setup's server
+	// (CPUServer), PostgreSQL's backends, Redis and the load tool. Unlike
+	// req/s it does not move with what else the machine runs.
+	CPU     map[string]time.Duration `json:"cpu_ns,omitempty"`
+	Elapsed time.Duration            `json:"elapsed_ns"`
+	RPS     float64                  `json:"rps"`
+	P50     time.Duration            `json:"p50_ns"`
+	P95     time.Duration            `json:"p95_ns"`
+	P99     time.Duration            `json:"p99_ns"`
+	Max     time.Duration            `json:"max_ns"`
 	// Bytes is the mean size of the timed responses' bodies, uncompressed.
 	Bytes float64 `json:"bytes"`
 
@@ -289,12 +303,30 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputReport, err
 					return nil, err
 				}
 			}
+			var cpu0 map[string]time.Duration
+			if c.CPU != nil {
+				var err error
+				if cpu0, err = c.CPU(ctx); err != nil {
+					return nil, err
+				}
+			}
 			start := time.Now()
 			results := drive(ctx, c.Clients, c.Phase, most, c.Seed^missSeed^uint64(si), c.Progress, s.Name+" "+rt.name,
 				func(ctx context.Context, _ int, r *rand.Rand) Result {
 					return do(ctx, hc, s.URL, s.key(r.Int()), request{rt.name, next(r)})
 				})
 			st := routeStats(s.Name, rt.name, cache, results, time.Since(start))
+			if c.CPU != nil && len(results) > 0 {
+				cpu1, err := c.CPU(ctx)
+				if err != nil {
+					return nil, err
+				}
+				n := time.Duration(len(results))
+				st.CPU = map[string]time.Duration{CPUServer: (cpu1[ServerCPU(s.Name)] - cpu0[ServerCPU(s.Name)]) / n}
+				for _, p := range []string{CPUPostgres, CPURedis, CPULoadTool} {
+					st.CPU[p] = (cpu1[p] - cpu0[p]) / n
+				}
+			}
 			if s.Redis != nil {
 				after, err := readRedisCounters(ctx, s.Redis)
 				if err != nil {

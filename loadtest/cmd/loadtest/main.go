@@ -386,7 +386,15 @@ func throughput(ctx context.Context, c config, tmp string, rdb *redis.Client, lo
 	var (
 		setups []loadtest.Setup
 		fleets []*loadtest.Fleet
+		// The processes on a request's path, for the CPU time a request
+		// takes in each (loadtest.ProcessesCPU).
+		pids = map[string]int{loadtest.CPULoadTool: os.Getpid()}
 	)
+	redisPid, err := loadtest.RedisPid(ctx, rdb)
+	if err != nil {
+		return err
+	}
+	pids[loadtest.CPURedis] = redisPid
 	stopFleets := func() error {
 		var errs []error
 		for _, f := range fleets {
@@ -412,6 +420,7 @@ func throughput(ctx context.Context, c config, tmp string, rdb *redis.Client, lo
 			return err
 		}
 		fleets = append(fleets, f)
+		pids[loadtest.ServerCPU(s.name)] = f.Instances[0].Pid()
 		setup := loadtest.Setup{Name: s.name, URL: f.URLs()[0], Secret: f.Keys[0].Secret}
 		if keys > 1 {
 			for _, k := range f.Keys {
@@ -440,6 +449,7 @@ func throughput(ctx context.Context, c config, tmp string, rdb *redis.Client, lo
 			}
 			defer in.Stop()
 			ts := loadtest.Setup{Name: "pg_tileserv", URL: in.URL, TilePath: loadtest.TileservPath(viewSchema)}
+			pids[loadtest.ServerCPU(ts.Name)] = in.Pid()
 			rep.Tileserv = loadtest.TileservVersion(ctx, c.tileserv)
 			pairs = append(pairs, [2]loadtest.Setup{places, ts}, [2]loadtest.Setup{table, ts})
 			setups = append(setups, ts)
@@ -469,6 +479,9 @@ func throughput(ctx context.Context, c config, tmp string, rdb *redis.Client, lo
 		t, err := loadtest.Throughput(ctx, loadtest.ThroughputConfig{
 			Setups: order, Clients: n, Phase: c.phase, MaxRequests: c.maxRequests,
 			Tiles: stepTiles(tiles, i, steps), TableLayer: tableLayer, Seed: rngSeed, Progress: stderr,
+			CPU: func(ctx context.Context) (map[string]time.Duration, error) {
+				return loadtest.ProcessesCPU(ctx, pool, pids)
+			},
 		})
 		if err != nil {
 			return err
@@ -571,6 +584,14 @@ func writeThroughputMarkdown(c config, rep *report) error {
 	}
 	fmt.Fprint(md, "The quota: the share of requests denied, served unmetered and refused for the quota's time budget, the charges tried again for reaching Redis late in their budget (tileapi_quota_late_retries_total), and in Redis its read events (round trips) and commands per request, a script's own commands counted (INFO stats and commandstats, the whole server's):\n\n")
 	if err := loadtest.WriteQuotaMarkdown(md, rep.Throughput); err != nil {
+		return err
+	}
+	versus := "in process"
+	if c.usageAB {
+		versus = "usage off"
+	}
+	fmt.Fprintf(md, "\nCPU milliseconds a request, by process, the mean of the rounds (read from /proc before and after each phase; PostgreSQL: the database's backends; Redis: the whole server's), and %s's total over each setup's, what its req/s over %s's would be on a machine that ran nothing else:\n\n", versus, versus)
+	if err := loadtest.WriteCPUMarkdown(md, rep.Throughput, versus); err != nil {
 		return err
 	}
 	if c.usageAB {

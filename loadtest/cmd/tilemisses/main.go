@@ -29,7 +29,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/paulmach/orb/maptile"
 	goredis "github.com/redis/go-redis/v9"
@@ -163,7 +162,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	pids["pg_tileserv"], pids[tileservLowName] = ts.Pid(), ts.Pid()
 	rdb := goredis.NewClient(redisOpt)
 	defer rdb.Close()
-	redisPid, err := redisPID(ctx, rdb)
+	redisPid, err := loadtest.RedisPid(ctx, rdb)
 	if err != nil {
 		return err
 	}
@@ -200,7 +199,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		mz = append(mz, loadtest.MissZoom{Zoom: z, Tiles: tiles, Setups: setups})
 	}
-	cpu := func(ctx context.Context) (map[string]time.Duration, error) { return cpuTimes(ctx, pool, pids) }
+	cpu := func(ctx context.Context) (map[string]time.Duration, error) {
+		return loadtest.ProcessesCPU(ctx, pool, pids)
+	}
 	phases, err := loadtest.Misses(ctx, loadtest.MissesConfig{Zooms: mz, Clients: *clients, Phase: *phase, Rounds: *rounds, Progress: stderr, CPU: cpu})
 	if err != nil {
 		return err
@@ -226,49 +227,3 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // tileservLowName is the setup of pg_tileserv reading places_low
 // (-tileserv-low): the same server as pg_tileserv, another layer.
 const tileservLowName = "pg_tileserv low"
-
-// backendsSQL lists the database's backends but the one asking.
-const backendsSQL = `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
-
-// cpuTimes returns the CPU time used so far by each process of pids, and
-// by the backends of pool's database as CPUPostgres: during a phase only
-// the measured server's connections work, and a backend that was not there
-// at its start counts whole.
-func cpuTimes(ctx context.Context, pool *pgxpool.Pool, pids map[string]int) (map[string]time.Duration, error) {
-	out := map[string]time.Duration{}
-	for name, pid := range pids {
-		t, err := loadtest.ProcessCPU(pid)
-		if err != nil {
-			return nil, err
-		}
-		out[name] = t
-	}
-	rows, err := pool.Query(ctx, backendsSQL)
-	if err != nil {
-		return nil, fmt.Errorf("backends: %w", err)
-	}
-	backends, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		return nil, fmt.Errorf("backends: %w", err)
-	}
-	for _, pid := range backends {
-		if t, err := loadtest.ProcessCPU(int(pid)); err == nil { // gone since: its time is lost either way
-			out[loadtest.CPUPostgres] += t
-		}
-	}
-	return out, nil
-}
-
-// redisPID is the process id of the Redis rdb talks to (INFO server).
-func redisPID(ctx context.Context, rdb *goredis.Client) (int, error) {
-	info, err := rdb.Info(ctx, "server").Result()
-	if err != nil {
-		return 0, fmt.Errorf("-redis-url: %w", err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			return strconv.Atoi(v)
-		}
-	}
-	return 0, errors.New("-redis-url: INFO server names no process_id")
-}
