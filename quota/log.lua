@@ -19,8 +19,9 @@ local call, unpack_, pack
 -- text made once is kept in texts, a local of the library that outlives
 -- its calls (library.go), for the next call to find: below textsBelow,
 -- so that the offsets of logs up to that size and the leases of plans
--- are kept, a few thousand texts at most. Run as a script (EVALSHA), the
--- library starts anew at each call, and only the %d is spared.
+-- are kept, at most 65,536 texts (some 5 MB of Lua memory at worst:
+-- docs/quota.md). Run as a script (EVALSHA), the library starts anew at
+-- each call, and only the %d is spared.
 local texts, textsBelow = {}, 65536
 local function text(n)
   local s = texts[n]
