@@ -39,17 +39,7 @@ func TestMisses(t *testing.T) {
 		zooms = append(zooms, MissZoom{Zoom: z, Tiles: tiles[:min(len(tiles), 200)], Setups: setups})
 	}
 	pids := map[string]int{"cache in redis": red.Instances[0].Pid(), "in process": mem.Instances[0].Pid(), CPULoadTool: os.Getpid()}
-	cpu := func(context.Context) (map[string]time.Duration, error) {
-		out := map[string]time.Duration{}
-		for name, pid := range pids {
-			t, err := ProcessCPU(pid)
-			if err != nil {
-				return nil, err
-			}
-			out[name] = t
-		}
-		return out, nil
-	}
+	cpu := func(ctx context.Context) (map[string]time.Duration, error) { return ProcessesCPU(ctx, nil, pids) }
 	phases, err := Misses(ctx, MissesConfig{Zooms: zooms, Clients: 2, Phase: time.Second, Rounds: 2, CPU: cpu})
 	if err != nil {
 		t.Fatal(err)
