@@ -26,6 +26,9 @@ type Watch struct {
 	v atomic.Pointer[string]
 }
 
+// minReadTime is the least time a read is given, whatever the interval.
+const minReadTime = time.Second
+
 // Start reads the version with read, then again every interval until ctx
 // ends; a failed read keeps the version held, and is logged. Its only
 // error is the first read's.
@@ -45,7 +48,11 @@ func Start(ctx context.Context, read func(context.Context) (string, error), ever
 				return
 			case <-tick.C:
 			}
-			rctx, cancel := context.WithTimeout(ctx, every) // a hung read does not stop the next
+			// A hung read does not stop the next for long; a slow one, on a
+			// busy database, still has time to answer when the interval is
+			// short (a read bounded by a 10 ms interval never answered on
+			// a loaded machine, and the version stayed old).
+			rctx, cancel := context.WithTimeout(ctx, max(every, minReadTime))
 			v, err := read(rctx)
 			cancel()
 			if err != nil {

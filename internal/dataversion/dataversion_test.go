@@ -76,3 +76,23 @@ func TestStartFails(t *testing.T) {
 		t.Errorf("Start = %v, nil; want the read's error", w)
 	}
 }
+
+// A read slower than a short interval still lands: each is given at
+// least minReadTime, not the interval.
+func TestSlowReadLands(t *testing.T) {
+	src := &versions{v: "v1"}
+	slow := func(ctx context.Context) (string, error) {
+		select {
+		case <-time.After(30 * time.Millisecond):
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		return src.read(ctx)
+	}
+	w, err := Start(t.Context(), slow, 5*time.Millisecond, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.set("v2", nil)
+	eventually(t, w, "v2")
+}
