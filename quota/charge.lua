@@ -4,10 +4,15 @@
 -- Sum, aCost, lateReply, ...) and the functions that read the log are
 -- theirs.
 --
+-- ARGV[1] holds the call's numbers, packed doubles: record (1 to record
+-- an admitted cost, 0 to only look), cost, now (microseconds; -1 to take
+-- it from Redis TIME) and deadline (after it, in Redis time, no charge is
+-- made; 0 for none).
+--
 -- The charge may take one of its identity's in-flight slots (Slot in
 -- slot.go): it is taken only if the charge is admitted, and the charge is
--- made only if a slot is free. ARGV[1] says so: '' for none, or packed
--- doubles: the most slots the identity may hold, how long a lease lasts in
+-- made only if a slot is free. Three more doubles in ARGV[1] say so: the
+-- most slots the identity may hold, how long a lease lasts in
 -- milliseconds, and the number of leases to give back first. With a slot,
 -- KEYS[1] is the identity's leases (a sorted set of lease ids scored by
 -- when each expires, in milliseconds of Redis TIME; the in-flight package's
@@ -27,18 +32,12 @@
 --
 -- and in the arguments:
 --
--- packed   packed doubles: aRecord (1 to record an admitted cost, 0 to
---          only look), aCost, aNow (microseconds; -1 to take it from
---          Redis TIME), aDeadline (after it, in Redis time, no charge is
---          made; 0 for none), read from the first part's only; aTB and
---          aCB (the part's record widths), aN (its number of windows),
---          aPeriods (its number of calendar periods), aTTL (its log's
---          TTL in milliseconds), then each window's
---          aWindow (microseconds) and aMax where the header holds its
---          fields; of the size of a header
--- then the struct format of the packed arguments and of the header, then
---          of a record: built by Go, so the script builds none
--- then the log's TTL in milliseconds, as text: aTTL's, for the commands
+-- plan     packed doubles of the size of a header: aTB and aCB (the
+--          part's record widths), aN (its number of windows), aPeriods
+--          (its number of calendar periods), aTTL (its log's TTL in
+--          milliseconds), then each window's aWindow (microseconds) and
+--          aMax where the header holds its fields. The same at every call
+--          with the plan: planOf (log.lua) decodes it once.
 -- then, for a part with periods: per period its start, end, the end of
 --          the one after, and max (packed doubles; the period that holds
 --          now is the first or, once now has passed its end, the
@@ -78,7 +77,7 @@
 -- them (state and resume, below).
 local a, hfmt, recfmt, ttl, np, counters, pargs
 local existed, rebuilt, changed, empty, liveHead, pv, restored, pexpires
-local record, cost, now
+local record, cost, now, deadline
 -- The fields of window i in the header h, and of its limit in the
 -- arguments a, come after j = Shared + Per * (i - 1): j runs from w1 to wn
 -- by Per.
@@ -92,20 +91,22 @@ local slot, expires, most, lease, back
 -- never runs back: should the clock, a charge is recorded at the latest
 -- time seen in any of its logs, so the records of each stay in time order.
 local ki, ai = 1, 2 -- the part's first key and first argument
-if ARGV[1] ~= '' then
-  most, lease, back = unpack_('>ddd', ARGV[1])
+if #ARGV[1] > 32 then
+  record, cost, now, deadline, most, lease, back = unpack_('>ddddddd', ARGV[1])
   slot, ki, ai = KEYS[1], 2, 3 + back
+else
+  record, cost, now, deadline = unpack_('>dddd', ARGV[1])
 end
+record = record == 1
 repeat
   parts = parts + 1
-  hfmt, recfmt, ttl = ARGV[ai + 1], ARGV[ai + 2], ARGV[ai + 3]
-  a = {unpack_(hfmt, ARGV[ai])}
-  np, pargs = a[aPeriods], ai + 4
+  a = planOf(ARGV[ai])
+  hfmt, recfmt, ttl = a.hfmt, a.recfmt, a.ttl
+  np, pargs = a[aPeriods], ai + 1
   counters = np > 0 and KEYS[ki + 1]
   local log = KEYS[ki]
-  ki, ai = ki + (np > 0 and 2 or 1), ai + (np > 0 and 6 + np or 4)
+  ki, ai = ki + (np > 0 and 2 or 1), ai + (np > 0 and 3 + np or 1)
   if parts == 1 then
-    record, cost, now = a[aRecord] == 1, a[aCost], a[aNow]
     if now < 0 then
       local t = call('TIME')
       now = t[1] * 1000000 + t[2]
@@ -116,7 +117,7 @@ repeat
     -- A charge that Redis runs after its caller gave up on it (a slow or
     -- hung server, a long queue) is not made, and takes no slot: nobody
     -- would read that it was, nor give the slot back.
-    if record and a[aDeadline] > 0 and now > a[aDeadline] then return lateReply end
+    if record and deadline > 0 and now > deadline then return lateReply end
     if slot then
       -- Leases of servers that died, or whose renewals stopped, free their
       -- slots; with none free nothing is charged. They are looked for only

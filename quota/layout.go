@@ -2,8 +2,6 @@ package quota
 
 import (
 	_ "embed"
-	"fmt"
-	"strings"
 
 	"github.com/tileapi/tileapi/quota/internal/redislayout"
 )
@@ -19,22 +17,19 @@ import (
 // and its value is written once. Every constant declared in this file
 // reaches the scripts; one they do not need belongs in another file.
 
-// The charge script's arguments are packed doubles in the shape of a
-// header, so that one struct format reads both, one such a part of the
-// charge (its identity's log): numbered from 1 as in the Lua table
-// unpacked from them, these first, then each limit's where the header
-// holds its window's fields. The script reads aRecord, aCost, aNow and
-// aDeadline from the first part's.
+// A part of the charge (an identity's log) is given its plan as packed
+// doubles in the shape of a header, so that one struct format reads both:
+// numbered from 1 as in the Lua table unpacked from them, these first,
+// then each limit's where the header holds its window's fields. Nothing
+// in them changes from call to call, so the script decodes a plan once
+// and keeps it (log.lua's planOf); what does change (the cost, the time,
+// the deadline, the slot) comes in the call's own argument (charge.lua).
 const (
-	aRecord = 1 + iota // 1 to record an admitted cost, 0 to only look
-	aCost
-	aNow // microseconds; -1 to take it from Redis TIME
-	aTB  // the record widths of the part's plan (recordWidths)
+	aTB = 1 + iota // the record widths of the part's plan (recordWidths)
 	aCB
-	aN        // the number of the log's windows
-	aDeadline // the caller's deadline, microseconds of Redis time; 0 for none
-	aPeriods  // the number of the part's calendar periods: their keys and arguments follow the part's
-	aTTL      // the log's TTL in milliseconds (logTTL)
+	aN       // the number of the log's windows
+	aPeriods // the number of the part's calendar periods: their keys and arguments follow the part's
+	aTTL     // the log's TTL in milliseconds (logTTL)
 )
 
 // Limit i (from 1) has argument f at redislayout.WindowField(i-1, f),
@@ -132,34 +127,6 @@ func recordWidths(p Plan) (tb, cb int) {
 		cb++
 	}
 	return tb, cb
-}
-
-// headerFormats caches the struct formats of headers (and arguments) of up
-// to 8 windows, and recordFormats those of records, so a decision builds
-// none.
-var headerFormats = func() (f [9]string) {
-	for n := range f {
-		f[n] = newHeaderFormat(n)
-	}
-	return f
-}()
-
-var recordFormats = func() (f [8][7]string) {
-	for tb := range f {
-		for cb := range f[tb] {
-			f[tb][cb] = fmt.Sprintf(recordPattern, tb, cb)
-		}
-	}
-	return f
-}()
-
-func newHeaderFormat(n int) string { return ">" + strings.Repeat("d", headerFields(n)) }
-
-func headerFormat(n int) string {
-	if n < len(headerFormats) {
-		return headerFormats[n]
-	}
-	return newHeaderFormat(n)
 }
 
 // headerFields is the number of doubles in the header of n windows.

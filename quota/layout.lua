@@ -33,21 +33,18 @@ local Per = 5
 
 -- layout.go
 
--- The charge script's arguments are packed doubles in the shape of a
--- header, so that one struct format reads both, one such a part of the
--- charge (its identity's log): numbered from 1 as in the Lua table
--- unpacked from them, these first, then each limit's where the header
--- holds its window's fields. The script reads aRecord, aCost, aNow and
--- aDeadline from the first part's.
-local aRecord = 1 -- 1 to record an admitted cost, 0 to only look
-local aCost = 2
-local aNow = 3 -- microseconds; -1 to take it from Redis TIME
-local aTB = 4 -- the record widths of the part's plan (recordWidths)
-local aCB = 5
-local aN = 6 -- the number of the log's windows
-local aDeadline = 7 -- the caller's deadline, microseconds of Redis time; 0 for none
-local aPeriods = 8 -- the number of the part's calendar periods: their keys and arguments follow the part's
-local aTTL = 9 -- the log's TTL in milliseconds (logTTL)
+-- A part of the charge (an identity's log) is given its plan as packed
+-- doubles in the shape of a header, so that one struct format reads both:
+-- numbered from 1 as in the Lua table unpacked from them, these first,
+-- then each limit's where the header holds its window's fields. Nothing
+-- in them changes from call to call, so the script decodes a plan once
+-- and keeps it (log.lua's planOf); what does change (the cost, the time,
+-- the deadline, the slot) comes in the call's own argument (charge.lua).
+local aTB = 1 -- the record widths of the part's plan (recordWidths)
+local aCB = 2
+local aN = 3 -- the number of the log's windows
+local aPeriods = 4 -- the number of the part's calendar periods: their keys and arguments follow the part's
+local aTTL = 5 -- the log's TTL in milliseconds (logTTL)
 
 -- Limit i (from 1) has argument f at redislayout.WindowField(i-1, f),
 -- where the header holds field f of window i.

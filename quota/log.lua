@@ -44,6 +44,32 @@ local function doubles(k)
   return f
 end
 
+-- planOf returns the numbers of a part's plan argument (charge.lua), a
+-- table from 1 as unpacked, with the struct formats of its header (hfmt)
+-- and records (recfmt) and its TTL as text (ttl). Nothing in it changes
+-- while the plan does not, so the table made for an argument is kept in
+-- plans, a local of the library, for the next call with it to find: the
+-- same text is the same Lua string, and the lookup costs Redis a few
+-- dozen instructions where unpacking a new table, and taking the formats
+-- as arguments, cost some 6,000 (cmd/scriptcost). The tables are shared:
+-- nothing may write to one. Plans differ by identity only through
+-- overrides, so there are few; should they reach plansMax (some 470 KB
+-- of Lua memory: TestPlansBeyondKept), all are dropped and made again as
+-- calls need them. Run as a script (EVALSHA), the library starts anew at
+-- each call, and so does plans.
+local plans, planCount, plansMax = {}, 0, 512
+local function planOf(s)
+  local p = plans[s]
+  if p then return p end
+  p = {unpack_(doubles(#s / 8), s)}
+  p.hfmt = doubles(#s / 8)
+  p.recfmt = string.format(recordPattern, p[aTB], p[aCB])
+  p.ttl = string.format('%d', p[aTTL])
+  if planCount >= plansMax then plans, planCount = {}, 0 end
+  plans[s], planCount = p, planCount + 1
+  return p
+end
+
 -- The log the script works on: its key; raw, the chunk read from its end,
 -- whose first byte is byte start (from 0) of the log; its header h (nil if
 -- there is no log) with m windows; and the width and struct format of its

@@ -379,20 +379,25 @@ func (r *Redis) restore(ctx context.Context, c *chargeCall, ask header) error {
 	return nil
 }
 
-// The charge arguments fit in the shape of a header: the shared ones before
+// The plan's numbers fit in the shape of a header: the shared ones before
 // the first window's fields, a limit's within its window's.
 const _ = uint(redislayout.Shared-aTTL) + uint(redislayout.Per-aMax)
 
 // chargeArgs returns the keys and arguments of charge.lua for c (see
-// charge.lua): first the slot's (Slot.args), then per part: its log's key, and its counters' for a plan with
-// periods; its numbers packed as big-endian doubles (see the a* fields),
-// so the script parses no number, their struct format and that of a
-// record, and the log's TTL; then, for a plan with periods, their spans,
-// fields and what to do with a missing counter: restore it from
-// c.restore, or else ask for it or count from zero.
+// charge.lua). The arguments start with the call's numbers (record, cost,
+// now, deadline, packed as big-endian doubles, so the script parses no
+// number), then the slot's (Slot.args). Then per part: its log's key, and
+// its counters' for a plan with periods; its plan's numbers (the a*
+// fields), the same at every call, which the script decodes once and
+// keeps; then, for a plan with periods, their spans, fields and what to
+// do with a missing counter: restore it from c.restore, or else ask for
+// it or count from zero.
 func (r *Redis) chargeArgs(c *chargeCall) ([]string, []any) {
-	keys, args := c.slot.args(make([]string, 0, 1+2*c.plan.parts()), make([]any, 0, 3+4*c.plan.parts()))
-	nowMicros := r.nowMicros()
+	call := make([]byte, 0, 8*7)
+	for _, v := range []int64{boolNum(c.record), c.cost, r.nowMicros(), c.deadline} {
+		call = binary.BigEndian.AppendUint64(call, math.Float64bits(float64(v)))
+	}
+	keys, args := c.slot.args(make([]string, 0, 1+2*c.plan.parts()), make([]any, 0, 3+4*c.plan.parts()), call)
 	now := time.Now()
 	if r.now != nil {
 		now = r.now()
@@ -405,16 +410,11 @@ func (r *Redis) chargeArgs(c *chargeCall) ([]string, []any) {
 		tb, cb := recordWidths(plan)
 		packed := make([]byte, 8*headerFields(n)) // zeros: 0.0 is all zero bits
 		set := func(f int, v int64) { binary.BigEndian.PutUint64(packed[8*(f-1):], math.Float64bits(float64(v))) }
-		set(aRecord, boolNum(c.record))
-		set(aCost, c.cost)
-		set(aNow, nowMicros)
-		set(aDeadline, c.deadline)
 		set(aTB, int64(tb))
 		set(aCB, int64(cb))
 		set(aN, int64(n))
 		set(aPeriods, int64(len(periods)))
-		ttl := logTTL(plan)
-		set(aTTL, ttl.Milliseconds())
+		set(aTTL, logTTL(plan).Milliseconds())
 		// An overdraft charge, and a soft limit, refuse nothing: their
 		// max is above any sum, so the script counts past Max unchanged.
 		most := func(l Limit) int64 {
@@ -434,7 +434,7 @@ func (r *Redis) chargeArgs(c *chargeCall) ([]string, []any) {
 			limit(len(sliding), plan.History, historyMax)
 		}
 		keys = append(keys, r.key(identity))
-		args = append(args, string(packed), headerFormat(n), recordFormats[tb][cb], strconv.FormatInt(ttl.Milliseconds(), 10))
+		args = append(args, string(packed))
 		if len(periods) == 0 {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -635,5 +636,54 @@ func TestLogBeyondKeptTexts(t *testing.T) {
 				t.Errorf("a charge of 5 after them: allowed %v, used %v, want [%d]", d.Allowed, used(d), n+2)
 			}
 		})
+	}
+}
+
+// TestPlansBeyondKept charges under three times as many distinct plans as
+// the charge script keeps decoded (log.lua's plansMax), on a Redis of its
+// own: the kept plans are dropped and made again, every decision is made
+// under its own plan's limit, and the Lua memory of the functions stays
+// within what the kept plans and texts take.
+func TestPlansBeyondKept(t *testing.T) {
+	const plansMax = 512 // log.lua's
+	ctx := context.Background()
+	srv := quotatest.StartRedisServer(t)
+	c := quotatest.NewClient(t, srv.URL())
+	s := NewRedis(c, WithPrefix(testPrefix(t)))
+	luaMemory := func() int64 {
+		info := c.Info(ctx, "memory").Val()
+		_, rest, _ := strings.Cut(info, "used_memory_vm_functions:")
+		v, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]), 10, 64)
+		if err != nil {
+			t.Fatalf("used_memory_vm_functions in INFO memory: %v", err)
+		}
+		return v
+	}
+	// Plan i differs from every other in its window, and allows 1 + i%4
+	// charges: the charge after them is refused.
+	plan := func(i int) Plan {
+		return mustPlan(t, "p", Limit{Name: "window", Max: int64(1 + i%4), Window: time.Minute + time.Duration(i)*time.Millisecond})
+	}
+	check := func(i int, id string) {
+		p := plan(i)
+		for j := range p.Limits[0].Max + 1 {
+			if d := charge(t, s, id, p, 1); d.Allowed != (j < p.Limits[0].Max) {
+				t.Fatalf("plan %d, charge %d of %s: allowed %v under a max of %d", i, j+1, id, d.Allowed, p.Limits[0].Max)
+			}
+		}
+	}
+	check(0, "warm") // loads the library
+	base := luaMemory()
+	for i := range 3 * plansMax {
+		check(i, "a"+strconv.Itoa(i))
+	}
+	// The first plans again, dropped since: made anew.
+	for i := range 64 {
+		check(i, "b"+strconv.Itoa(i))
+	}
+	grown := luaMemory() - base
+	t.Logf("the functions' Lua memory grew by %d bytes over %d plans", grown, 3*plansMax+1)
+	if grown > 1<<20 {
+		t.Errorf("the functions' Lua memory grew by %d bytes over %d plans, want at most 1 MiB", grown, 3*plansMax+1)
 	}
 }

@@ -59,17 +59,19 @@ func (s *Slot) check() error {
 	return nil
 }
 
-// args puts the slot's key and arguments first, as charge.lua reads them:
-// an empty argument for no slot.
-func (s *Slot) args(keys []string, args []any) ([]string, []any) {
+// args adds the slot to the charge's first arguments, as charge.lua reads
+// them: its numbers (the most slots, the lease in milliseconds and the
+// number of leases to give back, packed doubles) to call, the charge's
+// packed numbers; then the new lease's id and those to give back, and its
+// key first in keys. Without a slot, call goes alone.
+func (s *Slot) args(keys []string, args []any, call []byte) ([]string, []any) {
 	if s == nil {
-		return keys, append(args, "")
+		return keys, append(args, string(call))
 	}
-	packed := make([]byte, 0, 24)
 	for _, v := range []int64{int64(s.Max), s.Lease.Milliseconds(), int64(len(s.Release))} {
-		packed = binary.BigEndian.AppendUint64(packed, math.Float64bits(float64(v)))
+		call = binary.BigEndian.AppendUint64(call, math.Float64bits(float64(v)))
 	}
-	args = append(args, string(packed), s.ID)
+	args = append(args, string(call), s.ID)
 	for _, id := range s.Release {
 		args = append(args, id)
 	}

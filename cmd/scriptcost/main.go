@@ -234,8 +234,8 @@ end
 
 // The steps of a decision, each script doing what the one before it did
 // and one command more, with arguments of the same sizes as the real
-// scripts' (tileapi: a log key, 96 bytes of packed numbers, two struct
-// formats and the TTL; redis_rate: its key and four numbers as text).
+// scripts' (tileapi: a log key, the call's 32 bytes of packed numbers and
+// the plan's 120; redis_rate: its key and four numbers as text).
 var (
 	tileapiSteps = []step{
 		{"FCALL of an empty function, with the arguments", `return ''`},
@@ -248,7 +248,7 @@ redis.call('SETRANGE', KEYS[1], text(#raw - 96), string.rep('x', 102)) return ''
 		{pexpireStep, `local t = redis.call('TIME')
 local raw = redis.call('GETRANGE', KEYS[1], '-4096', '-1')
 redis.call('SETRANGE', KEYS[1], text(#raw - 96), string.rep('x', 102))
-redis.call('PEXPIRE', KEYS[1], ARGV[4]) return ''`},
+redis.call('PEXPIRE', KEYS[1], '2500') return ''`},
 	}
 	rateSteps = []step{
 		{"EVALSHA of an empty script, with the arguments", `return ''`},
@@ -293,7 +293,7 @@ func breakDown(ctx context.Context, rs *redisUnderCallgrind, store *quota.Redis,
 		call      func(id string) ([]string, []any)
 	}{
 		{"tileapi", tileapiSteps, true, func(id string) ([]string, []any) {
-			return []string{store.LogKey(id)}, []any{strings.Repeat("\x00", 8*15), ">ddddddddddddddd", ">I3I3", "2500"}
+			return []string{store.LogKey(id)}, []any{strings.Repeat("\x00", 8*4), strings.Repeat("\x00", 8*15)}
 		}},
 		{"redis_rate", rateSteps, false, func(id string) ([]string, []any) {
 			return []string{"rate:scriptcost:" + id}, []any{limit, limit, 1, 1}
