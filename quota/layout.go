@@ -73,7 +73,9 @@ const (
 const expiresField = "~expires"
 
 // recordPattern is the struct format of a record, given the widths of its
-// time offset and its cost (string.format in Lua, fmt.Sprintf in Go).
+// time offset and its cost (string.format in Lua).
+//
+//lint:ignore U1000 read by the scripts: layout.lua is generated from it (TestLayoutLua)
 const recordPattern = ">I%dI%d"
 
 // compactAfter is the fewest records that must have left every window

@@ -81,7 +81,7 @@ local restoreNone = -2
 local expiresField = '~expires'
 
 -- recordPattern is the struct format of a record, given the widths of its
--- time offset and its cost (string.format in Lua, fmt.Sprintf in Go).
+-- time offset and its cost (string.format in Lua).
 local recordPattern = '>I%dI%d'
 
 -- compactAfter is the fewest records that must have left every window
