@@ -15,9 +15,11 @@
 // each log in the steady state of the benchmark: about one charge in and
 // one out a call. Each implementation first runs n decisions to reach it,
 // then n more are counted, and the commands Redis ran for them (INFO
-// commandstats) are printed, a decision's share of each. Build
-// redis-server with symbols and read the dumps (-keep) with
-// callgrind_annotate to see where the instructions go.
+// commandstats) are printed, a decision's share of each. To see where the
+// instructions go, build redis-server with symbols (make in a checkout of
+// its tag), give it with -redis-server, keep the dumps (-keep DIR; dump k
+// is implementation k, from 1) and read them with callgrind_annotate
+// --inclusive=yes.
 package main
 
 import (
@@ -363,7 +365,9 @@ func startRedis(ctx context.Context, server, dir string, stderr io.Writer) (*red
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, "valgrind", "--tool=callgrind",
+	// Names written out in each dump, not numbered once for the run:
+	// callgrind_annotate reads a dump after the first (-keep) only so.
+	cmd := exec.CommandContext(ctx, "valgrind", "--tool=callgrind", "--compress-strings=no",
 		"--callgrind-out-file="+filepath.Join(dir, "callgrind.out.%p"),
 		server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no")
